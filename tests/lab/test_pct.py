@@ -1,0 +1,174 @@
+"""Round trips of every `pct` subcommand the project uses, and Proxmox's refusals, on real LXC."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import TEMPLATE, conf_text, destroy, pct, pct_fails
+
+VMID = 901
+OTHER = 902
+
+
+@pytest.fixture(scope="module")
+def ct(lab_ready, tmp_path_factory):
+    """A running CT with a GPU node (devN) and a bind mount (mpN), shared by the tests below."""
+    destroy(VMID)
+    share = tmp_path_factory.mktemp("share")
+    (share / "hello.txt").write_text("from the node\n")
+    pct("create", VMID, TEMPLATE, "--hostname", "labtest", "--memory", "1024", "--swap", "0",
+        "--cores", "2", "--rootfs", "local:4", "--net0", "name=eth0,bridge=vmbr0,ip=dhcp",
+        "--features", "nesting=1", "--unprivileged", "0", "--dev0", "/dev/nvidia0,mode=0666",
+        "--mp0", f"{share},mp=/models,ro=1")
+    pct("start", VMID)
+    yield {"vmid": VMID, "share": share}
+    destroy(VMID)
+
+
+def in_ct(*cmd, check=True):
+    return pct("exec", VMID, "--", *cmd, check=check)
+
+
+def test_create_writes_proxmox_config(ct):
+    lines = conf_text(VMID).splitlines()
+    keys = [line.split(":", 1)[0] for line in lines]
+    assert keys == sorted(keys)
+    conf = dict(line.split(": ", 1) for line in lines)
+    assert conf["arch"] == "amd64"
+    assert conf["ostype"] == "debian"
+    assert conf["hostname"] == "labtest"
+    assert conf["rootfs"] == f"local:{VMID}/subvol-{VMID}-disk-0.subvol,size=4G"
+    assert re.fullmatch(r"name=eth0,bridge=vmbr0,hwaddr=BC:24:11(:[0-9A-F]{2}){3},ip=dhcp,type=veth", conf["net0"])
+    assert conf["mp0"] == f"{ct['share']},mp=/models,ro=1"
+    assert "unprivileged" not in conf  # written only when true
+
+
+def test_create_refusals(ct):
+    pct_fails("create", VMID, TEMPLATE, "--unprivileged", "0", message=f"CT {VMID} already exists on node")
+    pct_fails("create", OTHER, TEMPLATE, message="unprivileged containers are not supported by the lab")
+    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/dev/nvidia99",
+              message="Device /dev/nvidia99 does not exist")
+    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/dev/shm",
+              message="/dev/shm is not a device")
+    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/tmp/nvidia0",
+              message="/tmp/nvidia0 is not a valid device path")
+    pct_fails("create", OTHER, "local:vztmpl/missing.tar.zst", "--unprivileged", "0",
+              message="volume 'local:vztmpl/missing.tar.zst' does not exist")
+    proc = pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--lxc.mount.entry", "x",
+                     message="Unknown option: lxc.mount.entry")
+    assert "400 unable to parse option" in proc.stderr
+    assert not Path(f"/etc/pve/lxc/{OTHER}.conf").exists()
+
+
+def test_start_status_exec(ct):
+    assert pct("status", VMID).stdout == "status: running\n"
+    pct_fails("start", VMID, message=f"CT {VMID} already running")
+    proc = pct("exec", VMID, "--", "sh", "-c", "exit 7", check=False)
+    assert proc.returncode == 7  # pct exec returns the command's own exit code
+    state = in_ct("timeout", "60", "systemctl", "is-system-running", "--wait", check=False).stdout.strip()
+    assert state in ("running", "degraded")
+    assert in_ct("hostname").stdout.strip() == "labtest"
+
+
+def test_list_format(ct):
+    out = pct("list").stdout.splitlines()
+    assert out[0] == "%-10s %-10s %-12s %-20s" % ("VMID", "Status", "Lock", "Name")  # noqa: UP031
+    assert "%-10s %-10s %-12s %-20s" % (VMID, "running", "", "labtest") in out  # noqa: UP031
+
+
+def test_devn_is_passed_through_with_its_mode(ct):
+    assert in_ct("stat", "-c", "%t:%T %a", "/dev/nvidia0").stdout.strip() == "c3:0 666"
+    # allowed but no driver: ENXIO, exactly as on the lab host; EPERM would mean the rule is missing
+    proc = in_ct("python3", "-c", "open('/dev/nvidia0')", check=False)
+    assert "[Errno 6] No such device or address" in proc.stderr
+    # negative control: a node the CT was not given is refused by the device cgroup
+    proc = in_ct("sh", "-c", "mknod /tmp/nv3 c 195 3 && python3 -c \"open('/tmp/nv3')\"", check=False)
+    assert "Operation not permitted" in proc.stderr
+
+
+def test_mpn_bind_mount(ct):
+    assert in_ct("cat", "/models/hello.txt").stdout == "from the node\n"
+    assert in_ct("touch", "/models/x", check=False).returncode != 0  # ro=1
+
+
+def test_set_on_running_ct_hotplugs_or_keeps_pending(ct):
+    pct("set", VMID, "--memory", "1536", "--features", "nesting=1,keyctl=1", "--dev1", "/dev/nvidia1,gid=44")
+    current = pct("config", VMID, "--current").stdout
+    assert "memory: 1536" in current  # applied now
+    assert in_ct("cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes").stdout.strip() == str(1536 << 20)
+    assert "dev1: /dev/nvidia1,gid=44" in current  # a new devN is hot-plugged
+    assert in_ct("stat", "-c", "%a %g", "/dev/nvidia1").stdout.strip() == "660 44"
+    assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia1')", check=False).stderr
+    assert "features: nesting=1\n" in current  # not hot-pluggable: pending
+    assert "features: nesting=1,keyctl=1" in pct("config", VMID).stdout  # shown with pending values
+    # a changed existing devN is not hot-plugged over
+    pct("set", VMID, "--dev0", "/dev/nvidia0,mode=0660")
+    pending = pct("pending", VMID).stdout
+    assert "cur dev0: /dev/nvidia0,mode=0666\nnew dev0: /dev/nvidia0,mode=0660\n" in pending
+    assert "cur features: nesting=1\nnew features: nesting=1,keyctl=1\n" in pending
+    pct("set", VMID, "--delete", "dev1")
+    assert "del dev1: /dev/nvidia1,gid=44" in pct("pending", VMID).stdout
+    text = conf_text(VMID)
+    assert text.split("\n\n[pve:pending]\n")[1].splitlines() == [
+        "delete: dev1", "dev0: /dev/nvidia0,mode=0660", "features: nesting=1,keyctl=1",
+    ]
+
+
+def test_refusals_on_set(ct):
+    pct_fails("set", VMID, "--unprivileged", "1", message="unable to modify read-only option: 'unprivileged'")
+    pct_fails("set", VMID, "--delete", "memory", message="unable to delete required option 'memory'")
+    pct_fails("set", VMID, "--dev5", "/dev/nvidia42", message="Device /dev/nvidia42 does not exist")
+    pct_fails("set", VMID, "--lxc.cgroup2.devices.allow", "c 195:* rwm", message="Unknown option")
+    pct_fails("set", VMID, "--memory", "lots", message="memory: type check ('integer') failed")
+    pct_fails("set", VMID, message="no options specified")
+
+
+def test_push_and_pull(ct, tmp_path):
+    src = tmp_path / "blob"
+    src.write_bytes(bytes(range(256)) * 4096)
+    pct("push", VMID, src, "/root/blob", "--perms", "0600")
+    assert in_ct("stat", "-c", "%a %U", "/root/blob").stdout.strip() == "600 root"
+    back = tmp_path / "back"
+    pct("pull", VMID, "/root/blob", back)
+    assert back.read_bytes() == src.read_bytes()
+    pct_fails("pull", VMID, "/root/missing", tmp_path / "x", message="failed to open /root/missing")
+
+
+def test_reboot_applies_pending(ct):
+    pct("reboot", VMID)
+    text = conf_text(VMID)
+    assert "[pve:pending]" not in text
+    assert "features: nesting=1,keyctl=1" in text
+    assert "dev1" not in text
+    assert in_ct("stat", "-c", "%a", "/dev/nvidia0").stdout.strip() == "660"
+
+
+def test_stopped_ct(ct, tmp_path):
+    pct("shutdown", VMID, "--timeout", "30", "--forceStop", "1")
+    assert pct("status", VMID).stdout == "status: stopped\n"
+    pct_fails("stop", VMID, message=f"CT {VMID} not running")
+    pct_fails("exec", VMID, "--", "true", message=f"container '{VMID}' not running!")
+    pct_fails("push", VMID, "/etc/hostname", "/root/x", message="can only push files to a running CT")
+    pct_fails("pull", VMID, "/etc/hostname", tmp_path / "x", message="can only pull files from a running VM")
+    pct_fails("reboot", VMID, message=f"VM {VMID} not running")
+    # on a stopped CT every change is applied directly
+    pct("set", VMID, "--cores", "1", "--delete", "mp0", "--features", "nesting=1")
+    text = conf_text(VMID)
+    assert "[pve:pending]" not in text
+    assert "cores: 1" in text
+    assert "mp0" not in text
+    pct("start", VMID)
+    pct("stop", VMID)
+    assert pct("status", VMID).stdout == "status: stopped\n"
+
+
+def test_destroy(ct):
+    pct("start", VMID)
+    pct_fails("destroy", VMID, message=f"unable to destroy CT {VMID} - container is running")
+    pct("stop", VMID)
+    rootfs = Path(f"/var/lib/vz/images/{VMID}")
+    assert rootfs.exists()
+    pct("destroy", VMID)
+    assert not rootfs.exists()
+    pct_fails("status", VMID, message=f"Configuration file 'nodes/{subprocess.check_output(['hostname', '-s'], text=True).strip()}/lxc/{VMID}.conf' does not exist")  # noqa: E501

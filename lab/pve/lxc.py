@@ -28,7 +28,7 @@ def legacy_cgroups() -> bool:
 
 def translate_cgroup_key(key: str) -> str:
     if legacy_cgroups() and key.startswith("lxc.cgroup2."):
-        sub = key[len("lxc.cgroup2."):]
+        sub = key[len("lxc.cgroup2.") :]
         if sub == "memory.max":
             return "lxc.cgroup.memory.limit_in_bytes"
         return "lxc.cgroup." + sub

@@ -126,8 +126,9 @@ def check_config_values(options: dict[str, str]) -> dict[str, str]:
     errors = []
     for key, value in options.items():
         if key.startswith("lxc"):
-            errors.append(f"{key}: property is not defined in schema and the schema does not allow additional "
-                          "properties")
+            errors.append(
+                f"{key}: property is not defined in schema and the schema does not allow additional properties"
+            )
             continue
         try:
             values[key] = schema.check_value(key, value)
@@ -147,9 +148,9 @@ def hotplug_allowed(key: str, conf: dict) -> bool:
         return True
     if idx and idx[0] == "net":
         return True
-    # A new device or mount point is hot-plugged; a changed one stays pending
-    # ("don't try to hotplug over existing dev/mp").
-    return bool(idx and idx[0] in ("dev", "mp") and key not in conf["main"]["keys"])
+    # A new device is hot-plugged; a changed one stays pending ("don't try to hotplug over existing dev").
+    # Lab deviation: Proxmox hot-plugs a new mpN too; the lab keeps it pending until the next start.
+    return bool(idx and idx[0] == "dev" and key not in conf["main"]["keys"])
 
 
 def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
@@ -214,8 +215,9 @@ def update_config(vmid: int, conf: dict, values: dict[str, str], delete: list[st
         return
     errors = []
     for key in split_list(pending.get("delete", "")):
-        if key in selection and (key in schema.HOTPLUG_FAST or key in ("swap", "cpulimit", "cpuunits")
-                                 or key.startswith("net")):
+        if key in selection and (
+            key in schema.HOTPLUG_FAST or key in ("swap", "cpulimit", "cpuunits") or key.startswith("net")
+        ):
             main.pop(key, None)
             set_pending_delete(pending, [k for k in split_list(pending.get("delete", "")) if k != key])
     for key in sorted(k for k in pending if k != "delete" and k in selection):
@@ -241,9 +243,6 @@ def hotplug(vmid: int, key: str, value: str) -> None:
         return
     elif idx and idx[0] == "dev":
         lxc.hotplug_device(vmid, key, value)
-    elif idx and idx[0] == "mp":
-        raise ConfigError("hot-plugging a bind mount into a running CT is not implemented in the lab; "
-                          "it is applied at the next start")
 
 
 def translate_memory() -> str:
@@ -267,9 +266,20 @@ def rootfs_dir(conf_keys: dict) -> str:
 
 
 def cmd_create(args: list[str]) -> None:
-    allowed = {"storage": "str", "password": "str", "ssh-public-keys": "str", "start": "bool", "force": "bool",
-               "pool": "str", "restore": "bool", "unique": "bool", "ignore-unpack-errors": "bool",
-               "bwlimit": "str", "ha-managed": "bool", "_": "config"}
+    allowed = {
+        "storage": "str",
+        "password": "str",
+        "ssh-public-keys": "str",
+        "start": "bool",
+        "force": "bool",
+        "pool": "str",
+        "restore": "bool",
+        "unique": "bool",
+        "ignore-unpack-errors": "bool",
+        "bwlimit": "str",
+        "ha-managed": "bool",
+        "_": "config",
+    }
     positional, options = parse_options(args, allowed, "create")
     vmid = vmid_arg(positional, "create")
     if not positional:
@@ -279,9 +289,11 @@ def cmd_create(args: list[str]) -> None:
     values = check_config_values(options)
     # pct create defaults to an unprivileged CT; the key is written only when true.
     if values.pop("unprivileged", "1") == "1":
-        raise PctError("lab: unprivileged containers are not supported by the lab's pct stand-in (it would "
-                       "need Proxmox's uid-shifted template extraction and idmapped device nodes); create a "
-                       "privileged container (--unprivileged 0) in the lab")
+        raise PctError(
+            "lab: unprivileged containers are not supported by the lab's pct stand-in (it would "
+            "need Proxmox's uid-shifted template extraction and idmapped device nodes); create a "
+            "privileged container (--unprivileged 0) in the lab"
+        )
     with config_lock(vmid):
         if conf_path(vmid).exists():
             raise PctError(f"CT {vmid} already exists on node '{nodename()}'")
@@ -302,8 +314,11 @@ def cmd_create(args: list[str]) -> None:
         target = STORAGE_DIR / "images" / name
         target.mkdir(parents=True, exist_ok=False)
         try:
-            subprocess.run(["tar", "--zstd", "-xpf", str(template), "-C", str(target), "--numeric-owner"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["tar", "--zstd", "-xpf", str(template), "-C", str(target), "--numeric-owner"],
+                check=True,
+                capture_output=True,
+            )
             keys = {"arch": "amd64", "hostname": f"CT{vmid}", "memory": "512", "swap": "512"}
             keys.update(values)
             keys["rootfs"] = pveconf.print_property_string({"volume": f"local:{name}", **spec}, "volume")
@@ -401,8 +416,9 @@ def start(vmid: int) -> None:
         lxc.write_lxc_config(vmid, text)
         setup_rootfs(Path(rootfs_dir(keys)), keys.get("hostname", f"CT{vmid}"))
         log = lxc.lxc_path(vmid) / "lxc-start.log"
-        proc = subprocess.run(["lxc-start", "-n", str(vmid), "-l", "INFO", "-o", str(log)],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["lxc-start", "-n", str(vmid), "-l", "INFO", "-o", str(log)], capture_output=True, text=True, check=False
+        )
         waited = subprocess.run(["lxc-wait", "-n", str(vmid), "-s", "RUNNING", "-t", "10"], check=False)
         if proc.returncode != 0 or waited.returncode != 0:
             tail = log.read_text()[-2000:] if log.exists() else proc.stderr
@@ -414,8 +430,9 @@ def stop(vmid: int, timeout: int | None) -> None:
     if timeout is None:
         lxc.run(["lxc-stop", "-n", str(vmid), "--kill"])
         return
-    proc = subprocess.run(["lxc-stop", "-n", str(vmid), "--timeout", str(timeout)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["lxc-stop", "-n", str(vmid), "--timeout", str(timeout)], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0 and lxc.state(vmid) == "running":
         raise PctError("container did not shutdown")
 
@@ -471,17 +488,16 @@ def cmd_list(args: list[str]) -> None:
     vmids = sorted(int(p.stem) for p in confdir.glob("*.conf") if p.stem.isdigit()) if confdir.is_dir() else []
     if not vmids:
         return
-    print("%-10s %-10s %-12s %-20s" % ("VMID", "Status", "Lock", "Name"))  # noqa: UP031
+    print("%-10s %-10s %-12s %-20s" % ("VMID", "Status", "Lock", "Name"))
     for vmid in vmids:
         keys = load(vmid)["main"]["keys"]
-        print("%-10s %-10s %-12s %-20s" % (vmid, lxc.state(vmid), keys.get("lock", ""),  # noqa: UP031
-                                           keys.get("hostname", "")))
+        print("%-10s %-10s %-12s %-20s" % (vmid, lxc.state(vmid), keys.get("lock", ""), keys.get("hostname", "")))
 
 
 def cmd_exec(args: list[str]) -> None:
     if "--" in args:
         split = args.index("--")
-        head, command = args[:split], args[split + 1:]
+        head, command = args[:split], args[split + 1 :]
     else:
         head, command = args, []
     positional, options = parse_options(head, {"keep-env": "bool"}, "exec")
@@ -516,8 +532,26 @@ def cmd_push(args: list[str]) -> None:
     user, group, perms = transfer_options(options)
     script = 'cat > "$1" && chown "$2:$3" "$1"' + (' && chmod "$4" "$1"' if perms else "")
     with open(source, "rb") as handle:
-        proc = subprocess.run(["lxc-attach", "-n", str(vmid), "--clear-env", "--", "/bin/sh", "-c", script, "sh",
-                               dest, user, group, perms or ""], stdin=handle, capture_output=True, check=False)
+        proc = subprocess.run(
+            [
+                "lxc-attach",
+                "-n",
+                str(vmid),
+                "--clear-env",
+                "--",
+                "/bin/sh",
+                "-c",
+                script,
+                "sh",
+                dest,
+                user,
+                group,
+                perms or "",
+            ],
+            stdin=handle,
+            capture_output=True,
+            check=False,
+        )
     if proc.returncode != 0:
         raise PctError(f"failed to create file: {dest}: {proc.stderr.decode(errors='replace').strip()}")
 
@@ -532,8 +566,12 @@ def cmd_pull(args: list[str]) -> None:
     require_running(vmid, "can only pull files from a running VM")
     user, group, perms = transfer_options(options)
     with open(dest, "wb") as handle:
-        proc = subprocess.run(["lxc-attach", "-n", str(vmid), "--clear-env", "--", "cat", source], stdout=handle,
-                              stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(
+            ["lxc-attach", "-n", str(vmid), "--clear-env", "--", "cat", source],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
     if proc.returncode != 0:
         os.unlink(dest)
         raise PctError(f"failed to open {source} for reading")
@@ -573,8 +611,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("please run as root\n")
         return EXIT_ERROR
     if not argv or argv[0] not in COMMANDS:
-        sys.stderr.write(f"ERROR: unknown command 'pct {' '.join(argv[:1])}'\n"
-                         f"USAGE: pct <COMMAND> [ARGS] [OPTIONS]\n  commands: {', '.join(sorted(COMMANDS))}\n")
+        sys.stderr.write(
+            f"ERROR: unknown command 'pct {' '.join(argv[:1])}'\n"
+            f"USAGE: pct <COMMAND> [ARGS] [OPTIONS]\n  commands: {', '.join(sorted(COMMANDS))}\n"
+        )
         return EXIT_ERROR
     try:
         COMMANDS[argv[0]](argv[1:])
@@ -582,4 +622,3 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{exc}\n")
         return EXIT_ERROR
     return 0
-

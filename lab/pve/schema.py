@@ -168,10 +168,13 @@ def check_value(key: str, value: str, *, must_exist_devices: bool = True) -> str
     if key in BOOL_KEYS:
         return parse_bool(key, value)
     if key == "arch" and value not in ARCHES:
-        raise ConfigError(f"arch: value '{value}' does not have a value in the enumeration '{', '.join(sorted(ARCHES))}'")
+        raise ConfigError(
+            f"arch: value '{value}' does not have a value in the enumeration '{', '.join(sorted(ARCHES))}'"
+        )
     if key == "ostype" and value not in OSTYPES:
-        raise ConfigError(f"ostype: value '{value}' does not have a value in the enumeration "
-                          f"'{', '.join(sorted(OSTYPES))}'")
+        raise ConfigError(
+            f"ostype: value '{value}' does not have a value in the enumeration '{', '.join(sorted(OSTYPES))}'"
+        )
     if key == "hostname" and not re.fullmatch(r"[a-zA-Z0-9]([a-zA-Z0-9\-.]*[a-zA-Z0-9])?", value):
         raise ConfigError(f"hostname: value does not match the regex pattern")  # noqa: F541
     if key == "features":

@@ -18,8 +18,7 @@ TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
 
 
 def pct(*args, check=True, stdin=None):
-    proc = subprocess.run(["/usr/sbin/pct", *map(str, args)], capture_output=True, text=True, check=False,
-                          stdin=stdin)
+    proc = subprocess.run(["/usr/sbin/pct", *map(str, args)], capture_output=True, text=True, check=False, stdin=stdin)
     if check and proc.returncode != 0:
         raise AssertionError(f"pct {' '.join(map(str, args))} failed ({proc.returncode}): {proc.stderr}")
     return proc

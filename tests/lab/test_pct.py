@@ -17,10 +17,31 @@ def ct(lab_ready, tmp_path_factory):
     destroy(VMID)
     share = tmp_path_factory.mktemp("share")
     (share / "hello.txt").write_text("from the node\n")
-    pct("create", VMID, TEMPLATE, "--hostname", "labtest", "--memory", "1024", "--swap", "0",
-        "--cores", "2", "--rootfs", "local:4", "--net0", "name=eth0,bridge=vmbr0,ip=dhcp",
-        "--features", "nesting=1", "--unprivileged", "0", "--dev0", "/dev/nvidia0,mode=0666",
-        "--mp0", f"{share},mp=/models,ro=1")
+    pct(
+        "create",
+        VMID,
+        TEMPLATE,
+        "--hostname",
+        "labtest",
+        "--memory",
+        "1024",
+        "--swap",
+        "0",
+        "--cores",
+        "2",
+        "--rootfs",
+        "local:4",
+        "--net0",
+        "name=eth0,bridge=vmbr0,ip=dhcp",
+        "--features",
+        "nesting=1",
+        "--unprivileged",
+        "0",
+        "--dev0",
+        "/dev/nvidia0,mode=0666",
+        "--mp0",
+        f"{share},mp=/models,ro=1",
+    )
     pct("start", VMID)
     yield {"vmid": VMID, "share": share}
     destroy(VMID)
@@ -47,16 +68,47 @@ def test_create_writes_proxmox_config(ct):
 def test_create_refusals(ct):
     pct_fails("create", VMID, TEMPLATE, "--unprivileged", "0", message=f"CT {VMID} already exists on node")
     pct_fails("create", OTHER, TEMPLATE, message="unprivileged containers are not supported by the lab")
-    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/dev/nvidia99",
-              message="Device /dev/nvidia99 does not exist")
-    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/dev/shm",
-              message="/dev/shm is not a device")
-    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/tmp/nvidia0",
-              message="/tmp/nvidia0 is not a valid device path")
-    pct_fails("create", OTHER, "local:vztmpl/missing.tar.zst", "--unprivileged", "0",
-              message="volume 'local:vztmpl/missing.tar.zst' does not exist")
-    proc = pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--lxc.mount.entry", "x",
-                     message="Unknown option: lxc.mount.entry")
+    pct_fails(
+        "create",
+        OTHER,
+        TEMPLATE,
+        "--unprivileged",
+        "0",
+        "--dev0",
+        "/dev/nvidia99",
+        message="Device /dev/nvidia99 does not exist",
+    )
+    pct_fails(
+        "create", OTHER, TEMPLATE, "--unprivileged", "0", "--dev0", "/dev/shm", message="/dev/shm is not a device"
+    )
+    pct_fails(
+        "create",
+        OTHER,
+        TEMPLATE,
+        "--unprivileged",
+        "0",
+        "--dev0",
+        "/tmp/nvidia0",
+        message="/tmp/nvidia0 is not a valid device path",
+    )
+    pct_fails(
+        "create",
+        OTHER,
+        "local:vztmpl/missing.tar.zst",
+        "--unprivileged",
+        "0",
+        message="volume 'local:vztmpl/missing.tar.zst' does not exist",
+    )
+    proc = pct_fails(
+        "create",
+        OTHER,
+        TEMPLATE,
+        "--unprivileged",
+        "0",
+        "--lxc.mount.entry",
+        "x",
+        message="Unknown option: lxc.mount.entry",
+    )
     assert "400 unable to parse option" in proc.stderr
     assert not Path(f"/etc/pve/lxc/{OTHER}.conf").exists()
 
@@ -73,8 +125,8 @@ def test_start_status_exec(ct):
 
 def test_list_format(ct):
     out = pct("list").stdout.splitlines()
-    assert out[0] == "%-10s %-10s %-12s %-20s" % ("VMID", "Status", "Lock", "Name")  # noqa: UP031
-    assert "%-10s %-10s %-12s %-20s" % (VMID, "running", "", "labtest") in out  # noqa: UP031
+    assert out[0] == "%-10s %-10s %-12s %-20s" % ("VMID", "Status", "Lock", "Name")
+    assert "%-10s %-10s %-12s %-20s" % (VMID, "running", "", "labtest") in out
 
 
 def test_devn_is_passed_through_with_its_mode(ct):
@@ -111,7 +163,9 @@ def test_set_on_running_ct_hotplugs_or_keeps_pending(ct):
     assert "del dev1: /dev/nvidia1,gid=44" in pct("pending", VMID).stdout
     text = conf_text(VMID)
     assert text.split("\n\n[pve:pending]\n")[1].splitlines() == [
-        "delete: dev1", "dev0: /dev/nvidia0,mode=0660", "features: nesting=1,keyctl=1",
+        "delete: dev1",
+        "dev0: /dev/nvidia0,mode=0660",
+        "features: nesting=1,keyctl=1",
     ]
 
 
@@ -171,4 +225,5 @@ def test_destroy(ct):
     assert rootfs.exists()
     pct("destroy", VMID)
     assert not rootfs.exists()
-    pct_fails("status", VMID, message=f"Configuration file 'nodes/{subprocess.check_output(['hostname', '-s'], text=True).strip()}/lxc/{VMID}.conf' does not exist")  # noqa: E501
+    node = subprocess.check_output(["hostname", "-s"], text=True).strip()
+    pct_fails("status", VMID, message=f"Configuration file 'nodes/{node}/lxc/{VMID}.conf' does not exist")

@@ -1,9 +1,7 @@
 """The lab's reader/writer of Proxmox's container config format (lab/pve/config.py)."""
 
 import pytest
-
 from pve import config
-
 
 SAMPLE = """#Hello%3A 100%25 sure
 #second line
@@ -74,9 +72,9 @@ def test_property_string_order_default_key_then_required_then_sorted():
     assert config.print_property_string(data, None, ("name",)) == (
         "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"
     )
-    assert config.print_property_string({"ro": "1", "mp": "/m", "volume": "/srv", "backup": "0"}, "volume", ("mp",)) == (
-        "/srv,mp=/m,backup=0,ro=1"
-    )
+    assert config.print_property_string(
+        {"ro": "1", "mp": "/m", "volume": "/srv", "backup": "0"}, "volume", ("mp",)
+    ) == ("/srv,mp=/m,backup=0,ro=1")
 
 
 def test_property_string_duplicate_key_is_refused():

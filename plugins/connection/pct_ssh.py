@@ -1,0 +1,614 @@
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# The SSH options in DOCUMENTATION are those of ansible-core's ssh connection plugin (same licence,
+# their core version_added markers dropped), which this plugin subclasses;
+# tests/unit/plugins/connection/test_pct_ssh.py keeps them in step.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+    name: pct_ssh
+    short_description: Run tasks in Proxmox VE containers through OpenSSH to the node and C(pct exec)
+    description:
+    - 'Connects to the Proxmox VE node with the OpenSSH client (as P(ansible.builtin.ssh#connection) does:
+      ControlPersist, pipelining, the same SSH options) and runs every command in the container with C(pct
+      exec <vmid> --).'
+    - 'Same job and inventory variables as C(community.proxmox.proxmox_pct_remote) (V(proxmox_vmid), V(proxmox_become_method),
+      C(ansible_host) = the node), so switching is one line: C(ansible_connection: gpulxc.sglang.pct_ssh).'
+    - Module payloads are piped over the persistent SSH connection (pipelining) instead of being copied first;
+      large files move with the SSH file transfer to the node and C(pct push)/C(pct pull) into the container,
+      never whole in memory.
+    author:
+    - gpulxc.sglang developers (@gpulxc)
+    version_added: 0.1.0
+    extends_documentation_fragment:
+    - connection_pipelining
+    notes:
+    - The node must run C(pct) as root (root login, or sudo without a password for C(pct)); the container
+      must be running and have C(/bin/sh) and C(cat).
+    - The SSH options below are those of P(ansible.builtin.ssh#connection) from ansible-core 2.19, which this
+      plugin drives; V(host) is the node.
+    options:
+      vmid:
+        description:
+        - ID of the container on the node (C(pct exec <vmid>)).
+        type: int
+        required: true
+        vars:
+        - name: proxmox_vmid
+      proxmox_become_method:
+        description:
+        - 'How a non-root O(remote_user) becomes root on the node to run C(pct): C(sudo -n) (no password prompt;
+          allow C(/usr/sbin/pct) in sudoers with NOPASSWD).'
+        - Only V(sudo) is supported.
+        type: str
+        default: sudo
+        choices:
+        - sudo
+        vars:
+        - name: proxmox_become_method
+      pct_executable:
+        description:
+        - Path of C(pct) on the node.
+        type: str
+        default: /usr/sbin/pct
+        vars:
+        - name: proxmox_pct_executable
+      pct_transfer_threshold:
+        description:
+        - Files up to this many bytes are written into the container with one C(pct exec ... cat) call; larger
+          files are copied to the node with the SSH file transfer and moved into the container with C(pct
+          push) (and fetched with C(pct pull)), so no file is held in memory.
+        type: int
+        default: 262144
+        vars:
+        - name: proxmox_pct_transfer_threshold
+      host:
+        description: Hostname/IP to connect to.
+        default: inventory_hostname
+        type: string
+        vars:
+        - name: inventory_hostname
+        - name: ansible_host
+        - name: ansible_ssh_host
+        - name: delegated_vars['ansible_host']
+        - name: delegated_vars['ansible_ssh_host']
+      host_key_checking:
+        description: Determines if SSH should reject or not a connection after checking host keys.
+        default: true
+        type: boolean
+        ini:
+        - section: defaults
+          key: host_key_checking
+        - section: ssh_connection
+          key: host_key_checking
+        env:
+        - name: ANSIBLE_HOST_KEY_CHECKING
+        - name: ANSIBLE_SSH_HOST_KEY_CHECKING
+        vars:
+        - name: ansible_host_key_checking
+        - name: ansible_ssh_host_key_checking
+      password:
+        description: Authentication password for the O(remote_user). Can be supplied as CLI option.
+        type: string
+        vars:
+        - name: ansible_password
+        - name: ansible_ssh_pass
+        - name: ansible_ssh_password
+      password_mechanism:
+        description: Mechanism to use for handling ssh password prompt
+        type: string
+        default: ssh_askpass
+        choices:
+        - ssh_askpass
+        - sshpass
+        - disable
+        env:
+        - name: ANSIBLE_SSH_PASSWORD_MECHANISM
+        ini:
+        - key: password_mechanism
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_password_mechanism
+      sshpass_prompt:
+        description:
+        - Password prompt that C(sshpass)/C(SSH_ASKPASS) should search for.
+        - Supported by sshpass 1.06 and up when O(password_mechanism) set to V(sshpass).
+        - Defaults to C(Enter PIN for) when pkcs11_provider is set.
+        - Defaults to C(assword) when O(password_mechanism) set to V(ssh_askpass).
+        default: ''
+        type: string
+        ini:
+        - section: ssh_connection
+          key: sshpass_prompt
+        env:
+        - name: ANSIBLE_SSHPASS_PROMPT
+        vars:
+        - name: ansible_sshpass_prompt
+      ssh_args:
+        description: Arguments to pass to all SSH CLI tools.
+        default: -C -o ControlMaster=auto -o ControlPersist=60s
+        type: string
+        ini:
+        - section: ssh_connection
+          key: ssh_args
+        env:
+        - name: ANSIBLE_SSH_ARGS
+        vars:
+        - name: ansible_ssh_args
+      ssh_common_args:
+        description: Common extra args for all SSH CLI tools.
+        type: string
+        ini:
+        - section: ssh_connection
+          key: ssh_common_args
+        env:
+        - name: ANSIBLE_SSH_COMMON_ARGS
+        vars:
+        - name: ansible_ssh_common_args
+        cli:
+        - name: ssh_common_args
+        default: ''
+      ssh_executable:
+        default: ssh
+        description:
+        - This defines the location of the SSH binary. It defaults to V(ssh) which will use the first SSH
+          binary available in $PATH.
+        - This option is usually not required, it might be useful when access to system SSH is restricted,
+          or when using SSH wrappers to connect to remote hosts.
+        type: string
+        env:
+        - name: ANSIBLE_SSH_EXECUTABLE
+        ini:
+        - key: ssh_executable
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_executable
+      sftp_executable:
+        default: sftp
+        description:
+        - This defines the location of the sftp binary. It defaults to V(sftp) which will use the first binary
+          available in $PATH.
+        type: string
+        env:
+        - name: ANSIBLE_SFTP_EXECUTABLE
+        ini:
+        - key: sftp_executable
+          section: ssh_connection
+        vars:
+        - name: ansible_sftp_executable
+      scp_executable:
+        default: scp
+        description:
+        - This defines the location of the scp binary. It defaults to V(scp) which will use the first binary
+          available in $PATH.
+        type: string
+        env:
+        - name: ANSIBLE_SCP_EXECUTABLE
+        ini:
+        - key: scp_executable
+          section: ssh_connection
+        vars:
+        - name: ansible_scp_executable
+      scp_extra_args:
+        description: Extra exclusive to the C(scp) CLI
+        type: string
+        vars:
+        - name: ansible_scp_extra_args
+        env:
+        - name: ANSIBLE_SCP_EXTRA_ARGS
+        ini:
+        - key: scp_extra_args
+          section: ssh_connection
+        cli:
+        - name: scp_extra_args
+        default: ''
+      sftp_extra_args:
+        description: Extra exclusive to the C(sftp) CLI
+        type: string
+        vars:
+        - name: ansible_sftp_extra_args
+        env:
+        - name: ANSIBLE_SFTP_EXTRA_ARGS
+        ini:
+        - key: sftp_extra_args
+          section: ssh_connection
+        cli:
+        - name: sftp_extra_args
+        default: ''
+      ssh_extra_args:
+        description: Extra exclusive to the SSH CLI.
+        type: string
+        vars:
+        - name: ansible_ssh_extra_args
+        env:
+        - name: ANSIBLE_SSH_EXTRA_ARGS
+        ini:
+        - key: ssh_extra_args
+          section: ssh_connection
+        cli:
+        - name: ssh_extra_args
+        default: ''
+      reconnection_retries:
+        description:
+        - Number of attempts to connect.
+        - Ansible retries connections only if it gets an SSH error with a return code of 255.
+        - Any errors with return codes other than 255 indicate an issue with program execution.
+        default: 0
+        type: integer
+        env:
+        - name: ANSIBLE_SSH_RETRIES
+        ini:
+        - section: connection
+          key: retries
+        - section: ssh_connection
+          key: retries
+        vars:
+        - name: ansible_ssh_retries
+      port:
+        description: Remote port to connect to.
+        type: int
+        ini:
+        - section: defaults
+          key: remote_port
+        env:
+        - name: ANSIBLE_REMOTE_PORT
+        vars:
+        - name: ansible_port
+        - name: ansible_ssh_port
+        keyword:
+        - name: port
+      remote_user:
+        description:
+        - User name with which to login to the remote server, normally set by the remote_user keyword.
+        - If no user is supplied, Ansible will let the SSH client binary choose the user as it normally.
+        type: string
+        ini:
+        - section: defaults
+          key: remote_user
+        env:
+        - name: ANSIBLE_REMOTE_USER
+        vars:
+        - name: ansible_user
+        - name: ansible_ssh_user
+        cli:
+        - name: user
+        keyword:
+        - name: remote_user
+      pipelining:
+        env:
+        - name: ANSIBLE_PIPELINING
+        - name: ANSIBLE_SSH_PIPELINING
+        ini:
+        - section: defaults
+          key: pipelining
+        - section: connection
+          key: pipelining
+        - section: ssh_connection
+          key: pipelining
+        vars:
+        - name: ansible_pipelining
+        - name: ansible_ssh_pipelining
+      private_key_file:
+        description:
+        - Path to private key file to use for authentication.
+        type: string
+        ini:
+        - section: defaults
+          key: private_key_file
+        env:
+        - name: ANSIBLE_PRIVATE_KEY_FILE
+        vars:
+        - name: ansible_private_key_file
+        - name: ansible_ssh_private_key_file
+        cli:
+        - name: private_key_file
+          option: --private-key
+      private_key:
+        description:
+        - Private key contents in PEM format. Requires the C(SSH_AGENT) configuration to be enabled.
+        type: string
+        env:
+        - name: ANSIBLE_PRIVATE_KEY
+        vars:
+        - name: ansible_private_key
+        - name: ansible_ssh_private_key
+      private_key_passphrase:
+        description:
+        - Private key passphrase, dependent on O(private_key).
+        - This does NOT have any effect when used with O(private_key_file).
+        type: string
+        env:
+        - name: ANSIBLE_PRIVATE_KEY_PASSPHRASE
+        vars:
+        - name: ansible_private_key_passphrase
+        - name: ansible_ssh_private_key_passphrase
+      control_path:
+        description:
+        - This is the location to save SSH's ControlPath sockets, it uses SSH's variable substitution.
+        - Since 2.3, if null (default), ansible will generate a unique hash. Use ``%(directory)s`` to indicate
+          where to use the control dir path setting.
+        - Before 2.3 it defaulted to ``control_path=%(directory)s/ansible-ssh-%%h-%%p-%%r``.
+        - Be aware that this setting is ignored if C(-o ControlPath) is set in ssh args.
+        type: string
+        env:
+        - name: ANSIBLE_SSH_CONTROL_PATH
+        ini:
+        - key: control_path
+          section: ssh_connection
+        vars:
+        - name: ansible_control_path
+      control_path_dir:
+        default: ~/.ansible/cp
+        description:
+        - This sets the directory to use for ssh control path if the control path setting is null.
+        - Also, provides the ``%(directory)s`` variable for the control path setting.
+        type: string
+        env:
+        - name: ANSIBLE_SSH_CONTROL_PATH_DIR
+        ini:
+        - section: ssh_connection
+          key: control_path_dir
+        vars:
+        - name: ansible_control_path_dir
+      sftp_batch_mode:
+        default: true
+        description:
+        - When set to C(True), sftp will be run in batch mode, allowing detection of transfer errors.
+        - When set to C(False), sftp will not be run in batch mode, preventing detection of transfer errors.
+        env:
+        - name: ANSIBLE_SFTP_BATCH_MODE
+        ini:
+        - key: sftp_batch_mode
+          section: ssh_connection
+        type: bool
+        vars:
+        - name: ansible_sftp_batch_mode
+      ssh_transfer_method:
+        description: Preferred method to use when transferring files over ssh
+        choices:
+          sftp: This is the most reliable way to copy things with SSH.
+          scp: Deprecated in OpenSSH. For OpenSSH >=9.0 you must add an additional option to enable scp C(scp_extra_args="-O").
+          piped: Creates an SSH pipe with C(dd) on either side to copy the data.
+          smart: Tries each method in order (sftp > scp > piped), until one succeeds or they all fail.
+        default: smart
+        type: string
+        env:
+        - name: ANSIBLE_SSH_TRANSFER_METHOD
+        ini:
+        - key: transfer_method
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_transfer_method
+      use_tty:
+        default: true
+        description: add -tt to ssh commands to force tty allocation.
+        env:
+        - name: ANSIBLE_SSH_USETTY
+        ini:
+        - key: usetty
+          section: ssh_connection
+        type: bool
+        vars:
+        - name: ansible_ssh_use_tty
+      timeout:
+        default: 10
+        description:
+        - This is the default amount of time we will wait while establishing an SSH connection.
+        - It also controls how long we can wait to access reading the connection once established (select
+          on the socket).
+        env:
+        - name: ANSIBLE_TIMEOUT
+        - name: ANSIBLE_SSH_TIMEOUT
+        ini:
+        - key: timeout
+          section: defaults
+        - key: timeout
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_timeout
+        cli:
+        - name: timeout
+        type: integer
+      pkcs11_provider:
+        default: ''
+        type: string
+        description:
+        - 'PKCS11 SmartCard provider such as opensc, example: /usr/local/lib/opensc-pkcs11.so'
+        env:
+        - name: ANSIBLE_PKCS11_PROVIDER
+        ini:
+        - key: pkcs11_provider
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_pkcs11_provider
+      verbosity:
+        default: 0
+        type: int
+        description:
+        - Requested verbosity level for the SSH CLI.
+        env:
+        - name: ANSIBLE_SSH_VERBOSITY
+        ini:
+        - key: verbosity
+          section: ssh_connection
+        vars:
+        - name: ansible_ssh_verbosity
+"""
+
+EXAMPLES = r"""
+# inventory: the container is reached through its node (ansible_host); switching from the stock
+# plugin is one line (ansible_connection).
+all:
+  hosts:
+    ct200:
+      ansible_host: pve1.example.org
+      ansible_user: root
+      ansible_connection: gpulxc.sglang.pct_ssh
+      proxmox_vmid: 200
+"""
+
+import os
+import shlex
+import uuid
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
+from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.plugins.connection.ssh import Connection as SSHConnection
+from ansible.utils.display import Display
+
+display = Display()
+
+# What pct prints when the container cannot take the command, and what the user should do.
+PCT_ERRORS = (
+    (
+        "not running!",
+        "CT {vmid} is not running on {host}: start it (pct start {vmid}) or run the "
+        "gpulxc.sglang.pct_container role first",
+    ),
+    ("can only push files to a running CT", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
+    ("can only pull files from a running VM", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
+    (
+        "does not exist",
+        "CT {vmid} does not exist on {host} (pct: {detail}); check proxmox_vmid or create it "
+        "with the gpulxc.sglang.pct_container role",
+    ),
+)
+
+
+class Connection(SSHConnection):
+    """OpenSSH to the Proxmox node (ControlPersist, pipelining), then `pct exec <vmid>` into the CT."""
+
+    transport = "gpulxc.sglang.pct_ssh"
+    has_pipelining = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._node_level = False
+
+    # -- command construction ------------------------------------------------------------------
+
+    def _node_prefix(self):
+        """`sudo -n ` when the SSH user is not root (pct needs root on the node), else nothing."""
+        user = self.get_option("remote_user")
+        if user in (None, "root"):
+            return ""
+        return "%s -n " % self.get_option("proxmox_become_method")
+
+    def _pct(self, *args):
+        return self._node_prefix() + " ".join(
+            [shlex.quote(self.get_option("pct_executable"))] + [shlex.quote(str(a)) for a in args]
+        )
+
+    def _container_command(self, cmd):
+        """The node-side command that runs `cmd` (a shell command line) in the container's /bin/sh."""
+        return self._pct("exec", self.get_option("vmid"), "--", "/bin/sh", "-c", cmd)
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _explain(self, detail, returncode=255):
+        """A clear message for a failure of the node side (SSH user, sudo, pct), or None."""
+        detail = to_text(detail).strip()
+        host = self.get_option("host") or self._play_context.remote_addr
+        pct = self.get_option("pct_executable")
+        user = self.get_option("remote_user")
+        if returncode == 127 and pct in detail:
+            return "%s not found on %s: is it a Proxmox VE node? (set proxmox_pct_executable)" % (pct, host)
+        if self._node_prefix() and "sudo:" in detail and "password" in detail:
+            return (
+                "%s on %s needs root: allow %s to run it without a password (sudoers: "
+                "%s ALL = (root) NOPASSWD: %s), or connect as root" % (pct, host, user, user, pct)
+            )
+        if returncode != 255:
+            return None
+        for needle, message in PCT_ERRORS:
+            if needle in detail:
+                return message.format(vmid=self.get_option("vmid"), host=host, detail=detail)
+        return None
+
+    def _node_exec(self, cmd, in_data=None):
+        """Run a command on the node itself (not in the container)."""
+        self._node_level = True
+        try:
+            return super().exec_command(cmd, in_data=in_data, sudoable=False)
+        finally:
+            self._node_level = False
+
+    # -- the connection API ----------------------------------------------------------------------
+
+    def exec_command(self, cmd, in_data=None, sudoable=True):
+        if self._node_level:
+            return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        wrapped = self._container_command(cmd)
+        display.vvv("PCT EXEC %s" % wrapped, host=self.get_option("host"))
+        try:
+            returncode, stdout, stderr = super().exec_command(wrapped, in_data=in_data, sudoable=sudoable)
+        except AnsibleConnectionFailure as exc:
+            # ssh takes exit code 255 for its own failure; pct also exits 255 when it refuses.
+            explained = self._explain(exc.message)
+            if explained:
+                raise AnsibleConnectionFailure(explained) from None
+            raise
+        if returncode != 0:
+            explained = self._explain(stderr, returncode)
+            if explained:
+                raise AnsibleConnectionFailure(explained)
+        return returncode, stdout, stderr
+
+    def put_file(self, in_path, out_path):
+        self.host = self.get_option("host") or self._play_context.remote_addr
+        if not os.path.exists(to_bytes(in_path, errors="surrogate_or_strict")):
+            raise AnsibleFileNotFound("file or module does not exist: %s" % in_path)
+        size = os.path.getsize(in_path)
+        display.vvv("PUT %s TO %s (%d bytes)" % (in_path, out_path, size), host=self.host)
+        if size <= self.get_option("pct_transfer_threshold"):
+            with open(to_bytes(in_path, errors="surrogate_or_strict"), "rb") as handle:
+                data = handle.read()
+            returncode, stdout, stderr = self.exec_command(
+                "cat > %s" % shlex.quote(out_path), in_data=data, sudoable=False
+            )
+            if returncode != 0:
+                raise AnsibleError("failed to transfer file to %s: %s" % (out_path, to_text(stderr).strip()))
+            return returncode, stdout, stderr
+        staged = ".ansible-pct-%s" % uuid.uuid4().hex
+        self._node_level = True
+        try:
+            super()._file_transport_command(in_path, staged, "put")
+        finally:
+            self._node_level = False
+        return self._node_then_remove(
+            staged,
+            self._pct("push", self.get_option("vmid"), "STAGED", out_path),
+            "failed to transfer file to %s" % out_path,
+        )
+
+    def fetch_file(self, in_path, out_path):
+        self.host = self.get_option("host") or self._play_context.remote_addr
+        display.vvv("FETCH %s TO %s" % (in_path, out_path), host=self.host)
+        staged = ".ansible-pct-%s" % uuid.uuid4().hex
+        pull = ["pull", self.get_option("vmid"), in_path, "STAGED"]
+        user = self.get_option("remote_user")
+        if user not in (None, "root"):
+            pull += ["--user", user]
+        self._node_then_remove(staged, self._pct(*pull), "failed to fetch %s" % in_path, remove=False)
+        self._node_level = True
+        try:
+            return super()._file_transport_command(staged, out_path, "get")
+        finally:
+            self._node_level = False
+            self._node_exec('rm -f -- "$HOME"/%s' % staged)
+
+    def _node_then_remove(self, staged, command, what, remove=True):
+        """Run `command` on the node with STAGED as $HOME/<staged>; remove the staged file afterwards."""
+        command = command.replace("STAGED", '"$HOME"/%s' % staged)
+        script = "rc=0; %s || rc=$?" % command
+        if remove:
+            script += '; rm -f -- "$HOME"/%s' % staged
+        script += "; [ $rc -eq 0 ] || exit 1"
+        returncode, stdout, stderr = self._node_exec(script)
+        if returncode != 0:
+            explained = self._explain(stderr, 255)
+            if explained:
+                raise AnsibleConnectionFailure(explained)
+            raise AnsibleError("%s: %s" % (what, to_text(stderr).strip()))
+        return returncode, stdout, stderr

@@ -1,0 +1,126 @@
+"""The container connection plugins, over the lab's sshd and pct, on a real LXC container.
+
+Both the collection's gpulxc.sglang.pct_ssh and the stock community.proxmox.proxmox_pct_remote run the
+common cases; the cases only ours gets right (shell quoting, no file held in memory) run on ours.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, TEMPLATE, destroy, pct
+
+VMID = 906
+OURS = "gpulxc.sglang.pct_ssh"
+STOCK = "community.proxmox.proxmox_pct_remote"
+ANSIBLE = str(REPO / ".venv/bin/ansible")
+
+
+@pytest.fixture(scope="module")
+def inventory(lab_ready, tmp_path_factory):
+    destroy(VMID)
+    pct("create", VMID, TEMPLATE, "--hostname", "conntest", "--unprivileged", "0", "--rootfs", "local:4")
+    pct("start", VMID)
+    path = tmp_path_factory.mktemp("inv") / "hosts.yml"
+    # the lab inventory's connection settings, with this CT
+    path.write_text(
+        json.dumps({"all": {"hosts": {"ct": {"proxmox_vmid": VMID}}, "vars": lab_vars()}}),
+    )
+    yield path
+    destroy(VMID)
+
+
+def lab_vars():
+    variables = {}
+    for name in ("all.yml", "sglang_containers.yml"):
+        variables.update(yaml.safe_load((REPO / "inventories/lab/group_vars" / name).read_text()))
+    return {k: v for k, v in variables.items() if k.startswith("ansible_")}
+
+
+def ansible(inventory, plugin, module, args, check=True):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")  # fmt: skip
+    proc = subprocess.run(
+        [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={plugin}", "-m", module, "-a", args],
+        capture_output=True, text=True, env=env, check=False, cwd=REPO,
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{plugin} {module} {args}: rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr}")
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["ct"] if proc.stdout.startswith("{") else {}
+    return proc, result
+
+
+def ct_sha256(path):
+    return pct("exec", VMID, "--", "sha256sum", path).stdout.split()[0]
+
+
+@pytest.mark.parametrize("plugin", [OURS, STOCK])
+def test_module_runs_in_the_container(inventory, plugin):
+    _, result = ansible(inventory, plugin, "ansible.builtin.command", "cat /etc/hostname")
+    assert result["stdout"] == "conntest"
+
+
+@pytest.mark.parametrize("plugin", [OURS, STOCK])
+@pytest.mark.parametrize("size", [1_000_000, 2_000_000])
+def test_copy_and_fetch_round_trip(inventory, plugin, size, tmp_path):
+    src = tmp_path / "blob"
+    src.write_bytes(os.urandom(size))
+    ansible(inventory, plugin, "ansible.builtin.copy", f"src={src} dest=/root/blob mode=0600")
+    assert ct_sha256("/root/blob") == hashlib.sha256(src.read_bytes()).hexdigest()
+    ansible(inventory, plugin, "ansible.builtin.fetch", f"src=/root/blob dest={tmp_path}/back/ flat=true")
+    assert (tmp_path / "back/blob").read_bytes() == src.read_bytes()
+
+
+def test_raw_command_line_runs_entirely_in_the_container(inventory):
+    # The stock plugin hands `pct exec <id> -- <cmd>` to the node's shell unquoted, so `;`, `|` and
+    # `>` in a raw command run on the node; ours quotes the command for the container's /bin/sh.
+    marker = Path("/tmp/gpulxc-conntest-where")
+    marker.unlink(missing_ok=True)
+    ansible(inventory, OURS, "ansible.builtin.raw", f"hostname > {marker}; echo done")
+    assert not marker.exists()
+    assert pct("exec", VMID, "--", "cat", str(marker)).stdout.strip() == "conntest"
+
+
+def peak_rss_of_copy(inventory, src, dest):
+    """Peak RSS (KiB) of the largest process of one `ansible -m copy` run, measured in a fresh parent."""
+    measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+    measure += "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    cmd = [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-m", "ansible.builtin.copy",
+           "-a", f"src={src} dest={dest} mode=0600"]  # fmt: skip
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    python = str(REPO / ".venv/bin/python")
+    out = subprocess.run([python, "-c", measure, *cmd], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    return int(out.stdout.strip())
+
+
+def test_large_copy_is_not_held_in_memory(inventory, tmp_path):
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(os.urandom(1_000))
+    with open(big, "wb") as handle:
+        for _ in range(120):
+            handle.write(os.urandom(1_000_000))
+    baseline = peak_rss_of_copy(inventory, small, "/root/small")
+    peak = peak_rss_of_copy(inventory, big, "/root/big")
+    assert ct_sha256("/root/big") == hashlib.sha256(big.read_bytes()).hexdigest()
+    # holding the 120 MB file would add at least 117,000 KiB to the peak
+    assert peak - baseline < 30_000, f"peak RSS {peak} KiB for 120 MB, {baseline} KiB for 1 kB"
+    pct("exec", VMID, "--", "rm", "-f", "/root/big")
+
+
+@pytest.mark.parametrize(("plugin", "message"), [
+    (OURS, f"CT {VMID} is not running on 127.0.0.1: start it (pct start {VMID})"),
+    # the stock plugin's report hides pct's reason (recorded here as the baseline)
+    (STOCK, "Failed to create temporary directory."),
+])  # fmt: skip
+def test_stopped_container(inventory, plugin, message):
+    pct("stop", VMID)
+    try:
+        proc, _ = ansible(inventory, plugin, "ansible.builtin.ping", "", check=False)
+        assert proc.returncode != 0
+        assert message in proc.stdout + proc.stderr
+    finally:
+        pct("start", VMID)

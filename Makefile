@@ -6,7 +6,7 @@ demo:
 	tools/bootstrap
 	lab/setup
 	.venv/bin/ansible-playbook site.yml -i inventories/lab -l ct200
-	@echo "--- CT 200 through community.proxmox.proxmox_pct_remote:"
+	@echo "--- CT 200 through the pct connection (gpulxc.sglang.pct_ssh):"
 	.venv/bin/ansible ct200 -i inventories/lab -m ansible.builtin.command -a 'systemctl is-system-running'
 
 # Every suite, each with its wall time.

@@ -1,0 +1,315 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: pct_config
+short_description: Create a Proxmox VE container and keep its config as asked, idempotently
+version_added: 0.1.0
+description:
+  - Runs on a Proxmox VE node as root. Creates the container with C(pct create) if it does not exist,
+    otherwise compares the asked settings with its config, parsed (current values with their pending
+    changes), and sends only the keys that differ in one C(pct set) call.
+  - Property strings are compared parsed, so C(nesting=1) and C(nesting=true) match and Proxmox's
+    generated C(hwaddr) in C(netN) is kept; a changed C(netN) is sent with its current MAC, so
+    re-running never gives the container a new MAC address.
+  - Raw C(lxc.*) lines (which C(pct) and the API refuse) are written into the config file with a plain
+    write, because C(/etc/pve) is pmxcfs, where Ansible's atomic move (rename plus chmod) fails.
+    Only the main section's raw lines change; C([pve:pending]) and snapshot sections stay as they are.
+  - On a running container Proxmox applies what it can hot-plug and keeps the rest pending until the
+    next start; the module returns what is pending in RV(pending) and RV(restart_required). It never
+    restarts the container itself.
+author:
+  - gpulxc.sglang developers (@gpulxc)
+notes:
+  - C(devN) (device passthrough) and bind mounts can only be set by C(root@pam). C(pct) run as root on
+    the node is C(root@pam); an API token (C(root@pam!name)) is refused with HTTP 403 "Permission check
+    failed (configuring device passthrough is only allowed for root@pam)", so this module uses C(pct).
+  - Changing the root filesystem of an existing container (resize, move) is not done here.
+attributes:
+  check_mode:
+    description: Reports what would be created, set, deleted and written, and changes nothing.
+    support: full
+  diff_mode:
+    description: Shows the container's config (keys and raw lines) before and after.
+    support: full
+options:
+  vmid:
+    description: Container id.
+    type: int
+    required: true
+  ostemplate:
+    description:
+      - Template to create the container from when it does not exist, as C(<storage>:vztmpl/<file>).
+      - Without it, a missing container is an error.
+    type: str
+  create_options:
+    description:
+      - Settings passed only when the container is created (for example C(rootfs), C(unprivileged)),
+        which Proxmox cannot change later with C(pct set).
+    type: dict
+    default: {}
+  config:
+    description:
+      - Settings the container must have, by Proxmox key (C(cores), C(memory), C(features), C(net0),
+        C(mp0), C(dev0) ...). Values are strings, numbers or booleans.
+    type: dict
+    default: {}
+  exclusive:
+    description:
+      - Key families this module owns completely, for example V(dev) or V(mp). A key of such a family
+        that is not in O(config) is deleted (a GPU no longer wanted, a stray C(devN)).
+    type: list
+    elements: str
+    choices: [dev, mp, net]
+    default: []
+  lxc:
+    description:
+      - "Raw lines the main section must contain, each C(lxc.<key>: <value>)."
+    type: list
+    elements: str
+    default: []
+  lxc_exclusive:
+    description:
+      - Regular expressions; a raw line matching one of them that is not in O(lxc) is removed
+        (for example the old size of a C(/dev/shm) mount entry).
+    type: list
+    elements: str
+    default: []
+  config_dir:
+    description: Directory of the container configs on the node.
+    type: path
+    default: /etc/pve/lxc
+  pct:
+    description: Path of C(pct) on the node.
+    type: path
+    default: /usr/sbin/pct
+"""
+
+EXAMPLES = r"""
+- name: Container 200 with 8 GPUs and a 64 GiB /dev/shm
+  gpulxc.sglang.pct_config:
+    vmid: 200
+    ostemplate: local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst
+    create_options:
+      rootfs: local-lvm:200
+      unprivileged: false
+    config:
+      hostname: sglang
+      cores: 64
+      memory: 262144
+      features: nesting=1
+      net0: name=eth0,bridge=vmbr0,ip=dhcp
+      dev0: /dev/nvidia0,mode=0666
+      dev1: /dev/nvidiactl,mode=0666
+    exclusive: [dev]
+    lxc:
+      - "lxc.mount.entry: tmpfs dev/shm tmpfs size=64G,nosuid,nodev,create=dir 0 0"
+    lxc_exclusive:
+      - "^lxc\\.mount\\.entry: tmpfs dev/shm "
+  delegate_to: pve1
+  register: ct_config
+
+- name: Say what waits for a restart
+  ansible.builtin.debug:
+    msg: "pending until the next start: {{ ct_config.pending | join(', ') }}"
+  when: ct_config.restart_required
+"""
+
+RETURN = r"""
+created:
+  description: Whether the container was created.
+  returned: always
+  type: bool
+set:
+  description: The keys sent to C(pct set) (or C(pct create)) with their values.
+  returned: always
+  type: dict
+  sample: {cores: "4", dev8: "/dev/nvidia-uvm,mode=0666"}
+deleted:
+  description: The keys deleted.
+  returned: always
+  type: list
+  elements: str
+lxc_added:
+  description: Raw lines added to the main section.
+  returned: always
+  type: list
+  elements: str
+lxc_removed:
+  description: Raw lines removed from the main section.
+  returned: always
+  type: list
+  elements: str
+pending:
+  description: Keys whose change waits for the next start of the container (C([pve:pending])).
+  returned: always
+  type: list
+  elements: str
+restart_required:
+  description: Whether a restart is needed to apply everything (pending keys, or raw lines changed while running).
+  returned: always
+  type: bool
+running:
+  description: Whether the container is running.
+  returned: always
+  type: bool
+config:
+  description: The container's config after the run (current values; pending ones in RV(pending)).
+  returned: always
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils import _pct_conf as pctconf
+
+
+def pct_args(values):
+    args = []
+    for key, value in values.items():
+        args += ["--%s" % key, str(value)]
+    return args
+
+
+class PctConfig:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.vmid = self.params["vmid"]
+        self.path = os.path.join(self.params["config_dir"], "%d.conf" % self.vmid)
+        self.result = {"changed": False, "created": False, "set": {}, "deleted": [], "lxc_added": [],
+                       "lxc_removed": [], "pending": [], "restart_required": False, "running": False}  # fmt: skip
+        try:
+            self.desired_lxc = [pctconf.parse_raw_line(line) for line in self.params["lxc"]]
+        except pctconf.PctConfError as exc:
+            module.fail_json(msg="lxc: %s" % exc)
+        for key in self.params["config"]:
+            if key.startswith("lxc"):
+                module.fail_json(msg="config: raw key '%s' goes in the lxc option" % key)
+
+    def pct(self, *args):
+        rc, out, err = self.module.run_command([self.params["pct"], *[str(a) for a in args]])
+        if rc != 0:
+            self.module.fail_json(msg="pct %s failed: %s" % (" ".join(str(a) for a in args), (err or out).strip()),
+                                  rc=rc, stdout=out, stderr=err)  # fmt: skip
+        return out
+
+    def read(self):
+        with open(self.path) as handle:
+            return handle.read()
+
+    def write(self, text):
+        # A plain write: /etc/pve is pmxcfs, which refuses the chmod of an atomic move.
+        with open(self.path, "w") as handle:
+            handle.write(text)
+
+    def run(self):
+        if not os.path.exists(self.path):
+            self.create()
+        else:
+            self.update()
+        if not self.module.check_mode or not self.result["created"]:
+            self.report()
+        self.module.exit_json(**self.result)
+
+    def create(self):
+        if not self.params["ostemplate"]:
+            self.module.fail_json(msg="CT %d does not exist on this node (%s missing) and no ostemplate was given"
+                                  % (self.vmid, self.path))  # fmt: skip
+        values = {k: pctconf.to_pct_value(k, v, None) for k, v in self.params["create_options"].items()}
+        values.update({k: pctconf.to_pct_value(k, v, None) for k, v in self.params["config"].items()})
+        self.result.update(changed=True, created=True, set=values, lxc_added=[": ".join(e) for e in self.desired_lxc])
+        if self.module._diff:
+            after = pctconf.render(values, self.desired_lxc)
+            self.result["diff"] = {"before": "", "before_header": self.path, "after": after, "after_header": self.path}
+        if self.module.check_mode:
+            return
+        self.pct("create", self.vmid, self.params["ostemplate"], *pct_args(values))
+        if self.desired_lxc:
+            self.write(pctconf.splice_raw_lines(self.read(), [], self.desired_lxc))
+
+    def update(self):
+        before_text = self.read()
+        conf = pctconf.parse(before_text)
+        current = pctconf.effective(conf)
+        values = {}
+        for key, desired in self.params["config"].items():
+            if not pctconf.matches(key, desired, current.get(key)):
+                values[key] = pctconf.to_pct_value(key, desired, current.get(key))
+        families = set(self.params["exclusive"])
+        deleted = sorted(k for k in current if pctconf.family(k) in families and k not in self.params["config"])
+        remove, add = pctconf.plan_raw_lines(conf["lxc"], self.desired_lxc, self.params["lxc_exclusive"])
+        after = dict(current)
+        after.update(values)
+        for key in deleted:
+            after.pop(key, None)
+        after_lxc = [e for e in conf["lxc"] if e not in remove] + add
+        self.result.update(set=values, deleted=deleted, lxc_added=[": ".join(e) for e in add],
+                           lxc_removed=[": ".join(e) for e in remove])  # fmt: skip
+        changed = bool(values or deleted or remove or add)
+        self.result["changed"] = changed
+        if self.module._diff:
+            self.result["diff"] = {"before": pctconf.render(current, conf["lxc"]), "before_header": self.path,
+                                   "after": pctconf.render(after, after_lxc), "after_header": self.path}  # fmt: skip
+        if not changed or self.module.check_mode:
+            return
+        if values or deleted:
+            args = pct_args(values)
+            if deleted:
+                args += ["--delete", ",".join(deleted)]
+            self.pct("set", self.vmid, *args)
+        if remove or add:
+            self.write(pctconf.splice_raw_lines(self.read(), remove, add))
+
+    def is_running(self):
+        return self.pct("status", self.vmid).strip() == "status: running"
+
+    def report(self):
+        conf = pctconf.parse(self.read())
+        running = self.is_running()
+        pending = sorted({k for k in conf["pending"] if k != "delete"} | set(pctconf.pending_deletes(conf)))
+        if self.module.check_mode and running:
+            # predicted: what Proxmox would not hot-plug stays pending
+            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf)}
+                             | {k for k in self.result["deleted"] if not hotpluggable(k, conf)})  # fmt: skip
+        raw_changed = bool(self.result["lxc_added"] or self.result["lxc_removed"])
+        self.result.update(config=conf["main"], pending=pending, running=running,
+                           restart_required=running and bool(pending or raw_changed))  # fmt: skip
+
+
+HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores", "tags", "lock",
+           "cpulimit", "cpuunits", "memory", "swap"}  # fmt: skip
+
+
+def hotpluggable(key, conf):
+    """What Proxmox applies to a running container at once (pve-container vmconfig_hotplug_pending)."""
+    fam = pctconf.family(key)
+    return key in HOTPLUG or fam == "net" or (fam == "dev" and key not in conf["main"])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "vmid": {"type": "int", "required": True},
+            "ostemplate": {"type": "str"},
+            "create_options": {"type": "dict", "default": {}},
+            "config": {"type": "dict", "default": {}},
+            "exclusive": {"type": "list", "elements": "str", "choices": ["dev", "mp", "net"], "default": []},
+            "lxc": {"type": "list", "elements": "str", "default": []},
+            "lxc_exclusive": {"type": "list", "elements": "str", "default": []},
+            "config_dir": {"type": "path", "default": "/etc/pve/lxc"},
+            "pct": {"type": "path", "default": "/usr/sbin/pct"},
+        },
+        supports_check_mode=True,
+    )
+    if module.params["vmid"] < 100:
+        module.fail_json(msg="vmid: %d is below 100 (ids below 100 are reserved by Proxmox)" % module.params["vmid"])
+    PctConfig(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""gpulxc.sglang.pct_config against recorded container configs: idempotence, drift, check and diff
+mode, raw lines written without touching other sections, and every error path."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpulxc.sglang.plugins.modules import pct_config
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/pct"
+SHM = "lxc.mount.entry: tmpfs dev/shm tmpfs size=1G,nosuid,nodev,create=dir 0 0"
+WANT = {
+    "hostname": "ct200",
+    "cores": 2,
+    "memory": 4096,
+    "swap": 0,
+    "onboot": True,
+    "features": "nesting=true",
+    "net0": "name=eth0,bridge=vmbr0,ip=dhcp",
+    "dev0": "/dev/nvidia0,mode=0666",
+    "dev1": "/dev/nvidiactl,mode=0666",
+}
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+@pytest.fixture
+def pve(tmp_path, monkeypatch):
+    """A config dir, and a recorder for the pct calls (answers: status by default 'running')."""
+    calls = []
+    state = {"status": "status: running", "fail": None}
+
+    def run_command(self, args, **kwargs):
+        calls.append(args[1:])
+        if state["fail"] and args[1] == state["fail"][0]:
+            return state["fail"][1], "", state["fail"][2]
+        if args[1] == "status":
+            return 0, state["status"] + "\n", ""
+        return 0, "", ""
+
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise Fail(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    return {"dir": tmp_path, "calls": calls, "state": state}
+
+
+def install(pve, fixture):
+    shutil.copy(FIXTURES / fixture, pve["dir"] / "200.conf")
+    return pve["dir"] / "200.conf"
+
+
+def run(pve, check=False, diff=False, **args):
+    args = {"vmid": 200, "config_dir": str(pve["dir"]), **args}
+    if check:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
+        pct_config.main()
+    return info.type, info.value.args[0]
+
+
+def sets(pve):
+    return [c for c in pve["calls"] if c[0] in ("set", "create")]
+
+
+def test_converged_container_is_left_alone(pve):
+    path = install(pve, "200-converged.conf")
+    before = path.read_text()
+    kind, result = run(pve, config=WANT, exclusive=["dev"], lxc=[SHM])
+    assert kind is Exit
+    assert result["changed"] is False
+    assert sets(pve) == []
+    assert path.read_text() == before
+    assert result["pending"] == [] and result["restart_required"] is False
+
+
+def test_drift_is_repaired_in_one_set_call_keeping_the_mac(pve):
+    path = install(pve, "200-drifted.conf")
+    original = path.read_text()
+    kind, result = run(pve, config={**WANT, "net0": "name=eth0,bridge=vmbr1,ip=dhcp"}, exclusive=["dev"], lxc=[SHM],
+                       lxc_exclusive=["^lxc\\.mount\\.entry: tmpfs dev/shm "])  # fmt: skip
+    assert kind is Exit and result["changed"] is True
+    (call,) = sets(pve)
+    sent = dict(zip(call[2::2], call[3::2], strict=False))
+    assert call[:2] == ["set", "200"]
+    assert sent["--cores"] == "2"
+    assert sent["--dev1"] == "/dev/nvidiactl,mode=0666"
+    assert sent["--features"] == "nesting=1"  # pending nesting=1,keyctl=1 is not what is asked
+    assert sent["--swap"] == "0"  # a pending delete counts: the key is going away
+    assert sent["--net0"] == "name=eth0,bridge=vmbr1,ip=dhcp,hwaddr=BC:24:11:5A:01:7E"
+    assert sent["--delete"] == "dev3"
+    # the raw line is replaced in the main section only; pending and snapshot sections are untouched
+    text = path.read_text()
+    main, rest = text.split("\n\n", 1)
+    assert main.endswith("lxc.apparmor.profile: unconfined\n" + SHM)
+    assert rest == original.split("\n\n", 1)[1]
+    assert "size=2G" not in main
+    assert result["lxc_removed"] == ["lxc.mount.entry: tmpfs dev/shm tmpfs size=2G,nosuid,nodev,create=dir 0 0"]
+
+
+def test_check_mode_changes_nothing_and_predicts_pending(pve):
+    path = install(pve, "200-drifted.conf")
+    before = path.read_text()
+    kind, result = run(pve, check=True, diff=True, config=WANT, exclusive=["dev"], lxc=[SHM],
+                       lxc_exclusive=["dev/shm"])  # fmt: skip
+    assert kind is Exit and result["changed"] is True
+    assert sets(pve) == []
+    assert path.read_text() == before
+    assert "-cores: 1\n" in "".join("-" + line for line in result["diff"]["before"].splitlines(True))
+    assert "cores: 2\n" in result["diff"]["after"]
+    assert "dev3" in result["diff"]["before"] and "dev3" not in result["diff"]["after"]
+    assert SHM + "\n" in result["diff"]["after"]
+    # on a running CT, a changed existing devN, features and a deleted devN wait for the next start
+    assert {"features", "dev3"} <= set(result["pending"])
+    assert "cores" not in result["pending"]
+    assert result["restart_required"] is True
+
+
+def test_pending_value_equal_to_the_request_sends_nothing_but_needs_a_restart(pve):
+    install(pve, "200-drifted.conf")
+    want = {"features": "nesting=1,keyctl=1"}
+    kind, result = run(pve, config=want)
+    assert kind is Exit and result["changed"] is False
+    assert sets(pve) == []
+    assert result["pending"] == ["features", "swap"]
+    assert result["restart_required"] is True
+
+
+def test_stopped_container_needs_no_restart(pve):
+    install(pve, "200-drifted.conf")
+    pve["state"]["status"] = "status: stopped"
+    _, result = run(pve, config={"features": "nesting=1,keyctl=1"})
+    assert result["restart_required"] is False and result["running"] is False
+
+
+def test_check_mode_on_a_missing_container_predicts_the_creation(pve):
+    kind, result = run(pve, check=True, diff=True, ostemplate="local:vztmpl/t.tar.zst",
+                       create_options={"rootfs": "local:8", "unprivileged": False}, config=WANT, lxc=[SHM])  # fmt: skip
+    assert kind is Exit and result["created"] is True and result["changed"] is True
+    assert pve["calls"] == []  # check mode: nothing ran
+    assert "dev0: /dev/nvidia0,mode=0666\n" in result["diff"]["after"]
+    assert result["diff"]["before"] == ""
+
+
+def test_create_runs_pct_create_then_writes_raw_lines(pve, monkeypatch):
+    original = basic.AnsibleModule.run_command
+
+    def run_command(self, args, **kwargs):
+        if args[1] == "create":
+            (pve["dir"] / "200.conf").write_text("arch: amd64\nhostname: ct200\n")
+        return original(self, args, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    kind, result = run(pve, ostemplate="local:vztmpl/t.tar.zst", create_options={"unprivileged": False},
+                       config={"hostname": "ct200", "features": "nesting=1"}, lxc=[SHM])  # fmt: skip
+    assert kind is Exit and result["created"] is True
+    (call,) = sets(pve)
+    assert call[:3] == ["create", "200", "local:vztmpl/t.tar.zst"]
+    assert call[call.index("--unprivileged") : call.index("--unprivileged") + 2] == ["--unprivileged", "0"]
+    assert (pve["dir"] / "200.conf").read_text() == "arch: amd64\nhostname: ct200\n" + SHM + "\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"vmid": 99}, "vmid: 99 is below 100"),
+        ({}, "CT 200 does not exist on this node"),
+        ({"lxc": ["mount.entry = x"]}, "lxc: not a raw lxc line"),
+        ({"config": {"lxc.mount.entry": "x"}}, "raw key 'lxc.mount.entry' goes in the lxc option"),
+    ],
+)
+def test_bad_input_fails_before_any_change(pve, args, message):
+    kind, result = run(pve, **args)
+    assert kind is Fail
+    assert message in result["msg"]
+    assert pve["calls"] == []
+
+
+def test_pct_refusal_is_reported_with_its_message(pve):
+    install(pve, "200-drifted.conf")
+    pve["state"]["fail"] = ("set", 255, "Device /dev/nvidia9 does not exist\n")
+    kind, result = run(pve, config={"dev9": "/dev/nvidia9"})
+    assert kind is Fail
+    assert "pct set 200 --dev9 /dev/nvidia9 failed: Device /dev/nvidia9 does not exist" in result["msg"]
+
+
+def test_documentation_renders():
+    doc = yaml.safe_load(pct_config.DOCUMENTATION)
+    assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
+                                   "lxc_exclusive", "config_dir", "pct"}  # fmt: skip
+    json.dumps(yaml.safe_load(pct_config.RETURN))

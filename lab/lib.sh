@@ -61,3 +61,13 @@ lab_free_char_major() {
 lab_sshd_running() {
   [[ -s $LAB_STATE/ssh/sshd.pid ]] && kill -0 "$(cat "$LAB_STATE/ssh/sshd.pid")" 2>/dev/null
 }
+
+# Install a lab stand-in tool (marked gpulxc-lab) where the real one lives; never over a real one.
+lab_install_tool() {
+  local src=$1 dest=$2
+  if [[ -e $dest ]] && ! grep -q 'gpulxc-lab' "$dest"; then
+    lab_die "$dest exists and is not the lab's; refusing to replace it"
+  fi
+  install -m 0755 "$src" "$dest"
+  lab_record file "$dest"
+}

@@ -16,6 +16,8 @@ LAB_MADE = [
     "/dev/nvidiactl",
     "/dev/nvidia-uvm",
     "/dev/nvidia-uvm-tools",
+    "/usr/sbin/pvesm",
+    "/usr/bin/nvidia-modprobe",
 ]
 
 

@@ -18,6 +18,9 @@ from .config import ConfigError, parse_property_string
 from .schema import device_rdev, indexed_key
 
 LXC_DIR = Path("/var/lib/lxc")
+# The lab's simulated NVIDIA kernel driver: what /proc/driver/nvidia/version shows on a real node,
+# and, since containers share the node's kernel, in every container too.
+SIMULATED_PROC_DRIVER = Path("/var/lib/gpulxc-lab/proc/driver")
 CGROUP_V1_DEVICES = Path("/sys/fs/cgroup/devices")
 
 
@@ -107,6 +110,8 @@ def render(vmid: int, keys: dict, raw: list[tuple[str, str]], rootfs_dir: str) -
             rule, node, target = make_passthrough_node(vmid, key, keys[key])
             lines.append(f"{allow_key} = {rule}")
             lines.append(f"lxc.mount.entry = {node} {target} none bind,create=file 0 0")
+    if SIMULATED_PROC_DRIVER.is_dir():
+        lines.append(f"lxc.mount.entry = {SIMULATED_PROC_DRIVER} proc/driver none bind,ro 0 0")
     for key, value in raw:
         lines.append(f"{translate_cgroup_key(key)} = {value}")
     return "".join(line + "\n" for line in lines)

@@ -13,7 +13,7 @@ import sys
 import uuid
 
 USERSPACE = "@VERSION@"
-DRIVER_FILES = ("/proc/driver/nvidia/version", "/run/gpulxc-lab/driver/version")
+DRIVER_FILES = ("/proc/driver/nvidia/version",)
 NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 MEMORY_MIB = 97887
 CUDA = "13.0"
@@ -22,7 +22,8 @@ CUDA = "13.0"
 def kernel_version():
     for path in DRIVER_FILES:
         try:
-            text = open(path).read()
+            with open(path) as handle:
+                text = handle.read()
         except OSError:
             continue
         for word in text.split():
@@ -66,8 +67,10 @@ def gpu(index):
 def main(argv):
     kernel = kernel_version()
     if kernel is None:
-        print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
-              "latest NVIDIA driver is installed and running.\n")
+        print(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running.\n"
+        )
         return 9
     if kernel != USERSPACE:
         print("Failed to initialize NVML: Driver/library version mismatch")

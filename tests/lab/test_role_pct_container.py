@@ -1,0 +1,178 @@
+"""The pct_container role through site.yml on the lab: check mode on an empty node, converge and
+idempotence, drift repaired, a node reboot, and bad input refused before any change.
+
+Runs against its own CT (ct920, vmid 920) so that it can break things by hand.
+"""
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, conf_text, destroy, pct
+
+VMID = 920
+ABSENT = 921
+PLAYBOOK = str(REPO / ".venv/bin/ansible-playbook")
+
+
+@pytest.fixture(scope="module")
+def inventory(lab_ready, tmp_path_factory):
+    destroy(VMID)
+    destroy(ABSENT)
+    path = tmp_path_factory.mktemp("inv") / "ct920.yml"
+    # joins the lab inventory's sglang_containers group, so it gets the lab's group_vars
+    path.write_text(
+        json.dumps({"sglang_containers": {"hosts": {"ct920": {"proxmox_vmid": VMID, "pct_container_node": "lab-pve"}}}})
+    )
+    yield path
+    destroy(VMID)
+
+
+def site(inventory, *extra):
+    proc = subprocess.run(
+        [PLAYBOOK, "site.yml", "-i", "inventories/lab", "-i", str(inventory), "-l", "ct920", *extra],
+        capture_output=True, text=True, check=False, cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
+    )  # fmt: skip
+    recap = re.search(r"ct920\s*:\s*ok=(\d+)\s+changed=(\d+).*failed=(\d+)", proc.stdout)
+    changed = int(recap.group(2)) if recap else None
+    return proc, changed
+
+
+def converged(inventory):
+    proc, _ = site(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def in_ct(*cmd):
+    return pct("exec", VMID, "--", *cmd, check=False)
+
+
+def mac():
+    return re.search(r"hwaddr=([0-9A-F:]+)", conf_text(VMID)).group(1)
+
+
+def test_check_mode_on_an_empty_node_predicts_and_changes_nothing(inventory):
+    unit = Path("/etc/systemd/system/gpulxc-nvidia-nodes.service")
+    unit_before = unit.read_text() if unit.exists() else None
+    proc, changed = site(inventory, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed and changed > 0
+    assert "+dev0: /dev/nvidia0,mode=0666" in proc.stdout
+    assert "+lxc.mount.entry: tmpfs dev/shm tmpfs size=1G" in proc.stdout
+    assert not Path(f"/etc/pve/lxc/{VMID}.conf").exists()
+    assert (unit.read_text() if unit.exists() else None) == unit_before
+
+
+def test_converge_gives_the_gpus_then_changes_nothing(inventory):
+    proc, changed = site(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed > 0
+    opened = in_ct("python3", "-c", "import glob\nfor p in sorted(glob.glob('/dev/nvidia*')):\n"
+                   "    try: open(p)\n    except OSError as e: print(p, e.errno)").stdout.split("\n")  # fmt: skip
+    assert len([line for line in opened if line.endswith(" 6")]) == 11  # all ENXIO (6): allowed, no driver
+    assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
+    assert in_ct("df", "--output=size", "-B1G", "/dev/shm").stdout.split()[-1] == "1"
+    proc, changed = site(inventory)
+    assert proc.returncode == 0
+    assert changed == 0, proc.stdout[-3000:]
+
+
+def test_drift_is_repaired_and_the_mac_never_changes(inventory):
+    converged(inventory)
+    mac_before = mac()
+    path = Path(f"/etc/pve/lxc/{VMID}.conf")
+    path.write_text("".join(line + "\n" for line in conf_text(VMID).splitlines() if not line.startswith("dev3:")))
+    pct("set", VMID, "--cores", "1")
+    other = "/var/lib/gpulxc-lab/nvidia/NVIDIA-Linux-x86_64-580.82.07.run"
+    pct("push", VMID, other, "/root/other.run", "--perms", "0755")
+    assert in_ct("/root/other.run", "--no-kernel-modules", "-s").returncode == 0
+    assert "Driver/library version mismatch" in in_ct("nvidia-smi", "-L").stdout
+    proc, changed = site(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed >= 2
+    text = conf_text(VMID)
+    assert "dev3: /dev/nvidia3,mode=0666" in text
+    assert "cores: 2" in text
+    assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
+    assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia3')").stderr  # hot-plugged
+    proc, changed = site(inventory)
+    assert changed == 0, proc.stdout[-3000:]
+    assert mac() == mac_before
+
+
+def test_node_reboot_brings_the_container_back_with_its_gpus(inventory):
+    converged(inventory)
+    proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nvidia-modprobe -u -c0" in proc.stdout
+    assert pct("status", VMID).stdout == "status: running\n"
+    assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia-uvm')").stderr
+    assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
+
+
+def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
+    """The negative control of the test above: the same reboot with the unit disabled."""
+    converged(inventory)
+    wants = Path("/etc/systemd/system/multi-user.target.wants/gpulxc-nvidia-nodes.service")
+    wants.unlink()
+    try:
+        proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
+        assert proc.returncode == 1
+        assert "Device /dev/nvidia-uvm does not exist" in proc.stdout
+    finally:
+        converged(inventory)  # the role enables the unit again and recreates the nodes
+    assert wants.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"proxmox_vmid": 99}, "pct_container_vmid (or proxmox_vmid) to the container id, 100 or more (now '99')"),
+        ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
+        ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
+        ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
+         "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
+        ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
+        ({"pct_container_device_mode": "666"}, "pct_container_device_mode an octal mode such as '0666'"),
+        ({"pct_container_driver_install": False},
+         f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
+    ],
+)  # fmt: skip
+def test_bad_input_fails_before_any_change(inventory, extra, message):
+    proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **extra}))
+    assert proc.returncode != 0
+    assert message in " ".join(proc.stdout.split()), proc.stdout[-3000:]
+    assert changed == 0
+    assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
+
+
+def test_a_missing_device_node_is_named(inventory):
+    node = Path("/dev/nvidia5")
+    rdev = node.stat().st_rdev
+    node.unlink()
+    try:
+        proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, "pct_container_gpus": [4, 5]}))
+        assert proc.returncode != 0 and changed == 0
+        assert "pct_container_gpus asks for GPUs [5] but the node has 7 GPU(s)" in " ".join(proc.stdout.split())
+    finally:
+        os.mknod(node, 0o020666, rdev)
+        os.chmod(node, 0o666)
+
+
+def test_userspace_mismatch_with_install_disabled_fails_naming_both_versions(inventory):
+    converged(inventory)
+    pct("push", VMID, "/var/lib/gpulxc-lab/nvidia/NVIDIA-Linux-x86_64-580.82.07.run", "/root/o.run", "--perms", "0755")
+    assert in_ct("/root/o.run", "--no-kernel-modules", "-s").returncode == 0
+    before = conf_text(VMID)
+    proc, changed = site(inventory, "-e", "pct_container_driver_install=false")
+    assert proc.returncode != 0 and changed == 0
+    assert (
+        f"the NVIDIA userspace in CT {VMID} is '580.82.07' but the kernel driver on lab-pve is 580.95.05"
+        in " ".join(proc.stdout.split())
+    )
+    assert conf_text(VMID) == before
+    converged(inventory)

@@ -176,3 +176,20 @@ def test_userspace_mismatch_with_install_disabled_fails_naming_both_versions(inv
     )
     assert conf_text(VMID) == before
     converged(inventory)
+
+
+def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
+    converged(inventory)
+    keyctl = {"pct_container_features": ["nesting=1", "keyctl=1"]}
+    proc, _ = site(inventory, "-e", json.dumps(keyctl))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"CT {VMID} keeps running with changes pending until its next start: features" in " ".join(
+        proc.stdout.split()
+    )
+    assert "\n[pve:pending]\nfeatures: nesting=1,keyctl=1\n" in conf_text(VMID)
+    proc, changed = site(inventory, "-e", json.dumps({**keyctl, "pct_container_restart_allowed": True}))
+    assert proc.returncode == 0 and changed >= 1
+    assert "[pve:pending]" not in conf_text(VMID)
+    assert "features: nesting=1,keyctl=1" in conf_text(VMID)
+    proc, changed = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to the inventory's
+    assert proc.returncode == 0 and "features: nesting=1\n" in conf_text(VMID)

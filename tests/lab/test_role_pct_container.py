@@ -193,3 +193,16 @@ def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
     assert "features: nesting=1,keyctl=1" in conf_text(VMID)
     proc, changed = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to the inventory's
     assert proc.returncode == 0 and "features: nesting=1\n" in conf_text(VMID)
+
+
+def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
+    converged(inventory)
+    fact = in_ct("cat", "/etc/ansible/facts.d/gpulxc_gpus.fact").stdout
+    assert json.loads(fact)["attention_backends"] == {"12.0": "flashinfer"}
+    assert json.loads(fact)["indexes"] == list(range(8))
+    proc, _ = site(inventory, "-e", json.dumps({"gpu_preflight_compute_capabilities": ["9.0"]}))
+    assert proc.returncode != 0
+    failed_task = re.findall(r"TASK \[([^\]]+)\]", proc.stdout.split("fatal:")[0])[-1]
+    assert failed_task == "gpulxc.sglang.gpu_preflight : Check the container's GPUs, count and driver"
+    assert "GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, 00000000:18:00.0) has compute capability 12.0; " \
+           "required: 9.0" in proc.stdout  # fmt: skip

@@ -509,6 +509,9 @@ class Connection(SSHConnection):
     def _explain(self, detail, returncode=255):
         """A clear message for a failure of the node side (SSH user, sudo, pct), or None."""
         detail = to_text(detail).strip()
+        # what pct said, without the SSH layer's wording around it
+        for prefix in ("reached over ssh: ", "Failed to connect to the host via ssh: "):
+            detail = detail.rsplit(prefix, 1)[-1]
         host = self.get_option("host") or self._play_context.remote_addr
         pct = self.get_option("pct_executable")
         user = self.get_option("remote_user")

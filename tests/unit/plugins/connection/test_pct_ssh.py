@@ -96,6 +96,19 @@ def test_pct_refusals_become_clear_connection_errors(ssh, pct_says, expected):
         connect().exec_command("true")
 
 
+def test_the_ssh_layers_wording_is_dropped_from_pcts_message(ssh):
+    ssh.answers.append(AnsibleConnectionFailure(
+        'Data could not be sent to remote host "pve1". Make sure this host can be reached over ssh: '
+        "Configuration file 'nodes/pve1/lxc/200.conf' does not exist"
+    ))  # fmt: skip
+    with pytest.raises(AnsibleConnectionFailure) as info:
+        connect().exec_command("true")
+    assert info.value.message == (
+        "CT 200 does not exist on pve1 (pct: Configuration file 'nodes/pve1/lxc/200.conf' does not exist); "
+        "check proxmox_vmid or create it with the gpulxc.sglang.pct_container role"
+    )
+
+
 def test_unrelated_ssh_failures_are_left_as_they_are(ssh):
     ssh.answers.append(AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection refused"))
     with pytest.raises(AnsibleConnectionFailure, match="Connection refused"):

@@ -8,16 +8,10 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nvidia
 from ansible_collections.gpulxc.sglang.plugins.modules import gpu_capability
+from conftest import ModuleExit as Exit
+from conftest import ModuleFail as Fail
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/nvidia"
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 def smi(query=None, header=None, rc=0, stderr=""):
@@ -35,15 +29,7 @@ def smi(query=None, header=None, rc=0, stderr=""):
 
 
 @pytest.fixture
-def module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+def module(monkeypatch, module_exits):
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
     monkeypatch.setattr(gpu_capability, "HAS_PYNVML", False)
 

@@ -10,6 +10,8 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpulxc.sglang.plugins.modules import pct_config
+from conftest import ModuleExit as Exit
+from conftest import ModuleFail as Fail
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures/pct"
 SHM = "lxc.mount.entry: tmpfs dev/shm tmpfs size=1G,nosuid,nodev,create=dir 0 0"
@@ -26,16 +28,8 @@ WANT = {
 }
 
 
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
 @pytest.fixture
-def pve(tmp_path, monkeypatch):
+def pve(tmp_path, monkeypatch, module_exits):
     """A config dir, and a recorder for the pct calls (answers: status by default 'running')."""
     calls = []
     state = {"status": "status: running", "fail": None}
@@ -48,15 +42,7 @@ def pve(tmp_path, monkeypatch):
             return 0, state["status"] + "\n", ""
         return 0, "", ""
 
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     return {"dir": tmp_path, "calls": calls, "state": state}
 
 

@@ -206,3 +206,17 @@ def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
     assert failed_task == "gpulxc.sglang.gpu_preflight : Check the container's GPUs, count and driver"
     assert "GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, 00000000:18:00.0) has compute capability 12.0; " \
            "required: 9.0" in proc.stdout  # fmt: skip
+
+
+def test_stopped_container_with_another_userspace_is_caught_once_started(inventory):
+    converged(inventory)
+    pct("push", VMID, "/var/lib/gpulxc-lab/nvidia/NVIDIA-Linux-x86_64-580.82.07.run", "/root/o.run", "--perms", "0755")
+    assert in_ct("/root/o.run", "--no-kernel-modules", "-s").returncode == 0
+    pct("stop", VMID)
+    proc, _ = site(inventory, "-e", "pct_container_driver_install=false")
+    assert proc.returncode != 0
+    assert (
+        f"the NVIDIA userspace in CT {VMID} is '580.82.07' but the kernel driver on lab-pve is 580.95.05"
+        in " ".join(proc.stdout.split())
+    )
+    converged(inventory)

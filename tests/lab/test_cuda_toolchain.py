@@ -57,6 +57,13 @@ def rebuild():
                  "c++ -o /tmp/v /tmp/v.o -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda")  # fmt: skip
 
 
+def test_check_mode_on_a_fresh_container_changes_nothing(inventory):
+    proc, changed = toolchain(inventory, "--check")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed > 0
+    assert in_ct("ls /opt/sglang /opt/gpulxc /usr/local/bin/uv").returncode != 0  # nothing was made
+
+
 def test_converges_compiles_and_does_not_recompile(inventory):
     proc, changed = toolchain(inventory)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -69,6 +76,8 @@ def test_converges_compiles_and_does_not_recompile(inventory):
     proc, changed = toolchain(inventory)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
     assert in_ct(f"stat -c %Y {VALIDATE}/validate").stdout == mtime
+    proc, changed = toolchain(inventory, "--check")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize(

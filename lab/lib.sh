@@ -1,5 +1,6 @@
 # shellcheck shell=bash
 # Shared by lab/setup and lab/teardown (test infrastructure).
+LAB_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB_STATE=/var/lib/gpulxc-lab
 LAB_LIB=/usr/local/lib/gpulxc-lab
 LAB_MANIFEST=$LAB_STATE/manifest
@@ -58,8 +59,23 @@ lab_free_char_major() {
   lab_die "no free character major for the simulated nvidia-uvm"
 }
 
+# The lab's sshd, by its pid file and its command line: after the machine's processes were killed (a
+# session cut off, a reboot) the pid file stays behind and its number may belong to another process.
 lab_sshd_running() {
-  [[ -s $LAB_STATE/ssh/sshd.pid ]] && kill -0 "$(cat "$LAB_STATE/ssh/sshd.pid")" 2>/dev/null
+  local pid
+  [[ -s $LAB_STATE/ssh/sshd.pid ]] || return 1
+  pid=$(cat "$LAB_STATE/ssh/sshd.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$LAB_STATE/ssh/sshd_config"
+}
+
+# A FUSE mount whose daemon was killed (the pmxcfs stand-in after the machine's processes were
+# killed) stays in the mount table and answers every access with ENOTCONN: detach it.
+lab_clear_dead_mount() {
+  local path=$1
+  grep -qF " $path fuse" /proc/self/mounts || return 0
+  stat "$path" >/dev/null 2>&1 && return 0
+  lab_log "detaching $path (its FUSE daemon is gone)"
+  umount -l "$path"
 }
 
 # Install a lab stand-in tool (marked gpulxc-lab) where the real one lives; never over a real one.
@@ -70,4 +86,20 @@ lab_install_tool() {
   fi
   install -m 0755 "$src" "$dest"
   lab_record file "$dest"
+}
+
+# The pmxcfs stand-in (lab/pmxcfs) on /etc/pve/nodes/<node>, backed by $LAB_STATE/pmxcfs; a dead
+# mount left by a killed daemon is replaced, so the CT configs in the backing store come back.
+lab_mount_pmxcfs() {
+  local dir=/etc/pve/nodes/$1
+  lab_clear_dead_mount "$dir"
+  install -d -m 0755 "$dir"
+  mountpoint -q "$dir" && return 0
+  install -d -m 0755 "$LAB_STATE/pmxcfs"
+  # configs written before the mount (an older lab) move into the stand-in's backing store
+  if [[ -n $(ls -A "$dir") ]]; then
+    cp -a "$dir/." "$LAB_STATE/pmxcfs/"
+    find "$dir" -mindepth 1 -delete
+  fi
+  /usr/bin/python3 "$LAB_HERE/pmxcfs" "$LAB_STATE/pmxcfs" "$dir"
 }

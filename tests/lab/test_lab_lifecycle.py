@@ -2,9 +2,10 @@
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
-from conftest import REPO, TEMPLATE, pct
+from conftest import REPO, TEMPLATE, conf_text, destroy, pct
 
 LAB_MADE = [
     "/usr/sbin/pct",
@@ -49,3 +50,29 @@ def test_teardown_removes_what_setup_made_then_setup_restores_it(lab_ready):
         proc = run(str(REPO / "lab/setup"))
         assert proc.returncode == 0, proc.stderr
     assert all(os.path.lexists(path) for path in LAB_MADE)
+
+
+def test_setup_recovers_a_lab_whose_processes_were_killed(lab_ready):
+    """A session cut off (or a reboot) kills the pmxcfs stand-in and the lab sshd but leaves their
+    state: a FUSE mount answering ENOTCONN and a stale sshd pid file. lab/setup brings both back,
+    with the CT configs written before."""
+    destroy(907)
+    pct("create", 907, TEMPLATE, "--unprivileged", "0")
+    try:
+        for pattern in ("pmxcfs /var/lib/gpulxc-lab/pmxcfs", "sshd -f /var/lib/gpulxc-lab/ssh/sshd_config"):
+            assert run("pkill", "-KILL", "-f", pattern).returncode == 0, pattern
+        for _ in range(50):
+            dead = run("stat", "/etc/pve/lxc/907.conf")
+            if dead.returncode != 0:
+                break
+            time.sleep(0.1)
+        assert dead.returncode != 0
+        assert "Transport endpoint is not connected" in dead.stderr
+
+        proc = run(str(REPO / "lab/setup"))
+        assert proc.returncode == 0, proc.stderr
+        assert "detaching /etc/pve/nodes/" in proc.stdout
+        assert "rootfs: " in conf_text(907)
+        assert run("ss", "-ltn", "sport = :2222").stdout.count("LISTEN") == 1
+    finally:
+        destroy(907)

@@ -7,6 +7,10 @@ LAB_MANIFEST=$LAB_STATE/manifest
 LAB_TEMPLATE_DIR=/var/lib/vz/template/cache
 LAB_TEMPLATE=debian-12-gpulxclab_12.0-1_amd64.tar.zst
 LAB_SSH_PORT=${GPULXC_LAB_SSH_PORT:-2222}
+LAB_INDEX_PORT=${GPULXC_LAB_INDEX_PORT:-3141}
+LAB_INDEX=$LAB_STATE/index
+# Real wheels downloaded once for the lab index; kept by `lab/teardown --keep-template` like the template.
+LAB_WHEEL_CACHE=/var/cache/gpulxc-lab/wheels
 
 lab_log() { echo "lab: $*"; }
 lab_die() {
@@ -66,6 +70,14 @@ lab_sshd_running() {
   [[ -s $LAB_STATE/ssh/sshd.pid ]] || return 1
   pid=$(cat "$LAB_STATE/ssh/sshd.pid")
   [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$LAB_STATE/ssh/sshd_config"
+}
+
+# The lab package index's server (lab/index/serve), by its pid file and command line.
+lab_index_running() {
+  local pid
+  [[ -s $LAB_STATE/index.pid ]] || return 1
+  pid=$(cat "$LAB_STATE/index.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "serve $LAB_INDEX "
 }
 
 # A FUSE mount whose daemon was killed (the pmxcfs stand-in after the machine's processes were

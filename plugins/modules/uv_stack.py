@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: uv_stack
+short_description: One uv resolve into a lock file, installed exactly and kept so
+version_added: 0.1.0
+description:
+  - Gathers the requirements of a Python stack - O(requirements) plus every C(*.txt) file under
+    O(dir)/requirements.d, which other roles write - and the declared overrides - O(overrides) plus
+    O(dir)/overrides.d/*.txt - into O(dir)/requirements.in and O(dir)/overrides.txt.
+  - When those inputs differ from the ones the lock was made from, resolves them once with
+    C(uv pip compile --override) into O(dir)/stack.lock. The input files and the lock are replaced only
+    after the resolve succeeded, so a failing resolve changes nothing.
+  - Compares the virtual environment (C(uv pip freeze)) with the lock on every run, and when anything
+    differs (a package upgraded, downgraded, added or removed by hand) installs exactly the lock with
+    C(uv pip sync).
+  - Then runs C(uv pip check) and fails on any complaint that is not about a project with a declared
+    override.
+author:
+  - gpulxc.sglang developers (@gpulxc)
+attributes:
+  check_mode:
+    description: Reports whether it would resolve and what it would install, and changes nothing.
+    support: full
+  diff_mode:
+    description: Shows the packages that would change (installed versus locked) and changed inputs.
+    support: full
+options:
+  venv:
+    description: The virtual environment (its C(bin/python) is the interpreter resolved for).
+    type: path
+    required: true
+  dir:
+    description: Where the inputs and the lock live (C(requirements.d), C(overrides.d), C(stack.lock)).
+    type: path
+    required: true
+  requirements:
+    description: The caller's own requirements (PEP 508 strings).
+    type: list
+    elements: str
+    default: []
+  overrides:
+    description: The caller's declared overrides (PEP 508 strings).
+    type: list
+    elements: str
+    default: []
+  extra_index_urls:
+    description: Indexes besides uv's configured one; part of the resolve's inputs.
+    type: list
+    elements: str
+    default: []
+  uv:
+    description: The uv program.
+    type: path
+    default: /usr/local/bin/uv
+  failure_hint:
+    description: A sentence added to a failed resolve's message, naming the variables that feed it.
+    type: str
+    default: ""
+  label:
+    description: Where O(requirements) and O(overrides) come from, as the input files name it.
+    type: str
+    default: the caller
+"""
+
+EXAMPLES = r"""
+- name: Resolve and install the SGLang stack
+  gpulxc.sglang.uv_stack:
+    venv: /opt/sglang/venv
+    dir: /etc/sglang/stack
+    requirements: ["sglang==0.5.12", "torch==2.11.0"]
+    overrides: ["nvidia-cuda-runtime==13.2.75"]
+"""
+
+RETURN = r"""
+resolved:
+  description: Whether the lock was made (again) in this run (in check mode, whether it would be).
+  returned: always
+  type: bool
+synced:
+  description: Whether the virtual environment was brought to the lock (in check mode, whether it would be).
+  returned: always
+  type: bool
+drift:
+  description: What differed from the lock before this run, by project - installed and locked version (null if absent).
+  returned: always
+  type: dict
+  sample: {"sglang": {"installed": "0.5.11", "locked": "0.5.12"}}
+packages:
+  description: The number of packages in the lock.
+  returned: always
+  type: int
+accepted_check_complaints:
+  description: C(uv pip check) complaints accepted because they concern declared overrides.
+  returned: always
+  type: list
+  elements: str
+lock:
+  description: The lock file's path.
+  returned: always
+  type: str
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
+    check_complaints,
+    drift,
+    fragment_text,
+    pins,
+    requirement_name,
+)
+
+
+def read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def fragments(directory):
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".txt"):
+            with open(os.path.join(directory, name)) as handle:
+                found.append((os.path.join(directory, name), handle.read().splitlines()))
+    return found
+
+
+def write_atomic(path, text):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".uv_stack.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+class Stack:
+    def __init__(self, module):
+        self.module = module
+        params = module.params
+        self.dir = params["dir"]
+        self.uv = params["uv"]
+        self.python = os.path.join(params["venv"], "bin", "python")
+        self.index_args = [arg for url in params["extra_index_urls"] for arg in ("--extra-index-url", url)]
+        self.lock_path = os.path.join(self.dir, "stack.lock")
+        self.requirements_path = os.path.join(self.dir, "requirements.in")
+        self.overrides_path = os.path.join(self.dir, "overrides.txt")
+        header = "".join(f"# extra index: {url}\n" for url in params["extra_index_urls"])
+        self.want_requirements = header + fragment_text(
+            [(params["label"], params["requirements"]), *fragments(os.path.join(self.dir, "requirements.d"))]
+        )
+        self.want_overrides = fragment_text(
+            [(params["label"], params["overrides"]), *fragments(os.path.join(self.dir, "overrides.d"))]
+        )
+        self.overridden = {requirement_name(line) for line in self.want_overrides.splitlines()} - {None}
+
+    def resolve(self):
+        """Compile into temporary files; return the lock text or fail, leaving the old files."""
+        with tempfile.TemporaryDirectory(prefix="uv_stack.") as tmp:
+            requirements = os.path.join(tmp, "requirements.in")
+            overrides = os.path.join(tmp, "overrides.txt")
+            lock = os.path.join(tmp, "stack.lock")
+            with open(requirements, "w") as handle:
+                handle.write(self.want_requirements)
+            with open(overrides, "w") as handle:
+                handle.write(self.want_overrides)
+            rc, out, err = self.module.run_command(
+                [self.uv, "pip", "compile", "--quiet", "--no-header", "--python", self.python,
+                 *self.index_args, requirements, "--override", overrides, "-o", lock]
+            )  # fmt: skip
+            if rc != 0:
+                hint = self.module.params["failure_hint"]
+                self.module.fail_json(
+                    msg=f"The resolve failed, nothing was installed or changed. {hint}".strip()
+                    + f" uv said: {err.strip() or out.strip()}",
+                    rc=rc, stderr=err, requirements=self.want_requirements, overrides=self.want_overrides,
+                )  # fmt: skip
+            with open(lock) as handle:
+                body = handle.read()
+        return (
+            "# The one resolve of requirements.in with overrides.txt (uv pip compile --override), by\n"
+            "# gpulxc.sglang.uv_stack. The virtual environment is kept exactly at these versions.\n" + body
+        )
+
+    def installed(self):
+        if not os.path.exists(self.python):
+            return {}
+        rc, out, err = self.module.run_command([self.uv, "pip", "freeze", "--python", self.python])
+        if rc != 0:
+            self.module.fail_json(msg=f"uv pip freeze failed in {self.python}: {err.strip()}", rc=rc)
+        return pins(out)
+
+    def run(self):
+        check = self.module.check_mode
+        result = {"resolved": False, "synced": False, "drift": {}, "packages": 0, "lock": self.lock_path}
+        diff = {"before": "", "after": ""}
+        inputs_before = (read(self.requirements_path), read(self.overrides_path))
+        lock_text = read(self.lock_path)
+        if lock_text is None or inputs_before != (self.want_requirements, self.want_overrides):
+            result["resolved"] = True
+            diff["before"] += f"# {self.requirements_path}\n{inputs_before[0] or ''}"
+            diff["before"] += f"# {self.overrides_path}\n{inputs_before[1] or ''}"
+            diff["after"] += f"# {self.requirements_path}\n{self.want_requirements}"
+            diff["after"] += f"# {self.overrides_path}\n{self.want_overrides}"
+            lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
+            if lock_text is not None and not check:
+                os.makedirs(self.dir, exist_ok=True)
+                write_atomic(self.requirements_path, self.want_requirements)
+                write_atomic(self.overrides_path, self.want_overrides)
+                write_atomic(self.lock_path, lock_text)
+        locked = pins(lock_text or "")
+        result["packages"] = len(locked)
+        installed = self.installed()
+        result["drift"] = drift(installed, locked) if lock_text is not None else {}
+        if result["drift"] or lock_text is None:
+            result["synced"] = True
+            for name, versions in result["drift"].items():
+                diff["before"] += f"{name}=={versions['installed']}\n" if versions["installed"] else ""
+                diff["after"] += f"{name}=={versions['locked']}\n" if versions["locked"] else ""
+            if not check:
+                rc, out, err = self.module.run_command(
+                    [self.uv, "pip", "sync", "--python", self.python, *self.index_args, self.lock_path]
+                )
+                if rc != 0:
+                    self.module.fail_json(msg=f"uv pip sync of {self.lock_path} failed: {err.strip()}", rc=rc)
+                left = drift(self.installed(), locked)
+                if left:
+                    self.module.fail_json(msg=f"after uv pip sync the environment still differs from the lock: {left}")
+        result["accepted_check_complaints"] = []
+        if not check or (os.path.exists(self.python) and not result["synced"]):
+            rc, out, err = self.module.run_command([self.uv, "pip", "check", "--python", self.python])
+            accepted, rejected = check_complaints(out + "\n" + err, self.overridden)
+            if rejected or (rc != 0 and not accepted):
+                self.module.fail_json(
+                    msg="the dependency check (uv pip check) found problems that no declared override covers: "
+                    + "; ".join(rejected or [err.strip() or out.strip()]),
+                    accepted=accepted,
+                )
+            result["accepted_check_complaints"] = accepted
+        result["changed"] = result["resolved"] or result["synced"]
+        if self.module._diff and result["changed"]:
+            result["diff"] = diff
+        return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "venv": {"type": "path", "required": True},
+            "dir": {"type": "path", "required": True},
+            "requirements": {"type": "list", "elements": "str", "default": []},
+            "overrides": {"type": "list", "elements": "str", "default": []},
+            "extra_index_urls": {"type": "list", "elements": "str", "default": []},
+            "uv": {"type": "path", "default": "/usr/local/bin/uv"},
+            "failure_hint": {"type": "str", "default": ""},
+            "label": {"type": "str", "default": "the caller"},
+        },
+        supports_check_mode=True,
+    )
+    for requirement in module.params["overrides"]:
+        if not requirement_name(requirement):
+            module.fail_json(msg=f"overrides: {requirement!r} is not a requirement (for example name==1.2.3)")
+    module.exit_json(**Stack(module).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""gpulxc.sglang.uv_stack: one resolve into a lock, exact installs, drift repaired, the dependency check
+accepting declared overrides only, a failing resolve changing nothing, check and diff mode.
+
+uv is replaced by a recorder that answers like uv 0.13.9 does (its `pip check` lines are copied from a
+real run against the lab index); the lab suite runs the module with the real uv.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpulxc.sglang.plugins.module_utils import _uv_stack
+from ansible_collections.gpulxc.sglang.plugins.modules import uv_stack
+from conftest import ModuleExit as Exit
+from conftest import ModuleFail as Fail
+
+TORCH_PIN = "nvidia-cuda-runtime==13.0.96.*"
+CHECK_OVERRIDDEN = (
+    "The package `cuda-toolkit` requires `nvidia-cuda-runtime==13.0.96.* ; sys_platform == 'linux'`, "
+    "but `13.2.75` is installed"
+)
+CHECK_OTHER = "The package `sglang` requires `torch==2.11.0`, but `2.10.0` is installed"
+
+
+@pytest.fixture
+def uv(tmp_path, monkeypatch, module_exits):
+    """A venv dir, a stack dir, and a uv stand-in: compile conflicts like torch's runtime pin does."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").touch()
+    fake = {"installed": {}, "calls": [], "check": ("", 0), "compiled_from": None}
+
+    def run_command(self, args, **kwargs):
+        assert args[0] == "/usr/local/bin/uv"
+        verb = args[2]
+        fake["calls"].append(verb)
+        if verb == "compile":
+            requirements = Path(args[args.index("--override") - 1]).read_text()
+            overrides = Path(args[args.index("--override") + 1]).read_text()
+            fake["compiled_from"] = (requirements, overrides, args)
+            pins = _uv_stack.pins(requirements)
+            runtime = _uv_stack.pins(overrides).get("nvidia-cuda-runtime") or pins.get("nvidia-cuda-runtime")
+            if runtime and not runtime.startswith("13.0.96") and "nvidia-cuda-runtime" not in overrides:
+                return 1, "", "  × No solution found when resolving dependencies: torch depends on " + TORCH_PIN
+            lock = {**pins, "nvidia-cuda-runtime": runtime or "13.0.96", "filelock": "3.20.0"}
+            lines = "".join(f"{name}=={version}\n    # via -r requirements.in\n" for name, version in lock.items())
+            Path(args[args.index("-o") + 1]).write_text(lines)
+            return 0, "", ""
+        if verb == "freeze":
+            return 0, "".join(f"{n}=={v}\n" for n, v in fake["installed"].items()), ""
+        if verb == "sync":
+            fake["installed"] = dict(_uv_stack.pins(Path(args[-1]).read_text()))
+            return 0, "", ""
+        if verb == "check":
+            out, rc = fake["check"]
+            return rc, out, ""
+        raise AssertionError(args)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(uv_stack.os.path, "exists", lambda p: True if p == "/usr/local/bin/uv" else _exists(p))
+    return {"venv": venv, "dir": tmp_path / "stack", "fake": fake}
+
+
+_exists = uv_stack.os.path.exists
+
+
+def run(uv, check=False, diff=False, **args):
+    args = {"venv": str(uv["venv"]), "dir": str(uv["dir"]), **args}
+    if check:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
+        uv_stack.main()
+    return info.type is Exit, info.value.args[0]
+
+
+def declare(uv, kind, name, text):
+    directory = uv["dir"] / kind
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(text)
+
+
+PROFILE = ["sglang==0.5.12", "torch==2.11.0"]
+
+
+def test_first_run_resolves_once_installs_the_lock_and_a_second_run_changes_nothing(uv):
+    declare(uv, "requirements.d", "20-cuda-wheels.txt", "# cuda\nnvidia-cuda-nvcc==13.2.78\nnvidia-cuda-runtime==13.2.75\n")
+    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["changed"] and result["resolved"] and result["synced"], result
+    assert uv["fake"]["calls"] == ["compile", "freeze", "sync", "freeze", "check"]
+    lock = (uv["dir"] / "stack.lock").read_text()
+    assert "nvidia-cuda-runtime==13.2.75" in lock and "sglang==0.5.12" in lock
+    assert "# from the caller\nsglang==0.5.12" in (uv["dir"] / "requirements.in").read_text()
+    assert "from " + str(uv["dir"] / "requirements.d/20-cuda-wheels.txt") in (uv["dir"] / "requirements.in").read_text()
+    assert result["packages"] == 5
+    uv["fake"]["calls"].clear()
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and not result["changed"] and result["drift"] == {}
+    assert uv["fake"]["calls"] == ["freeze", "check"]  # no resolve, no install
+
+
+def test_a_package_changed_by_hand_is_put_back_from_the_same_lock(uv):
+    run(uv, requirements=PROFILE)
+    lock_before = (uv["dir"] / "stack.lock").read_text()
+    uv["fake"]["installed"]["sglang"] = "0.5.11"
+    uv["fake"]["installed"]["extra-by-hand"] = "1.0"
+    del uv["fake"]["installed"]["filelock"]
+    uv["fake"]["calls"].clear()
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["changed"] and result["synced"] and not result["resolved"]
+    assert result["drift"] == {
+        "extra-by-hand": {"installed": "1.0", "locked": None},
+        "filelock": {"installed": None, "locked": "3.20.0"},
+        "sglang": {"installed": "0.5.11", "locked": "0.5.12"},
+    }
+    assert "compile" not in uv["fake"]["calls"]
+    assert (uv["dir"] / "stack.lock").read_text() == lock_before
+    assert uv["fake"]["installed"]["sglang"] == "0.5.12"
+
+
+def test_changed_inputs_resolve_again(uv):
+    run(uv, requirements=PROFILE)
+    declare(uv, "requirements.d", "20-cuda-wheels.txt", "nvidia-cuda-nvcc==13.2.78\n")
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["resolved"] and result["drift"] == {"nvidia-cuda-nvcc": {"installed": None, "locked": "13.2.78"}}
+    ok, result = run(uv, requirements=PROFILE, extra_index_urls=["https://download.pytorch.org/whl/cu130"])
+    assert ok and result["resolved"]
+    args = uv["fake"]["compiled_from"][2]
+    assert args[args.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu130"
+
+
+def test_without_the_override_the_resolve_fails_and_nothing_changes(uv):
+    declare(uv, "requirements.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
+    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
+    run(uv, requirements=PROFILE)
+    before = {p.name: p.read_text() for p in uv["dir"].iterdir() if p.is_file()}
+    installed = dict(uv["fake"]["installed"])
+    declare(uv, "overrides.d", "20-cuda-wheels.txt", "# no override\n")
+    ok, result = run(uv, requirements=PROFILE, failure_hint="Its inputs are cuda_wheels_runtime_override and more.")
+    assert not ok
+    assert result["msg"].startswith("The resolve failed, nothing was installed or changed. Its inputs are cuda_wheels")
+    assert "No solution found" in result["msg"] and TORCH_PIN in result["msg"]
+    assert {p.name: p.read_text() for p in uv["dir"].iterdir() if p.is_file()} == before
+    assert uv["fake"]["installed"] == installed
+
+
+def test_the_dependency_check_accepts_only_declared_overrides(uv):
+    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
+    uv["fake"]["check"] = ("Found 1 incompatibility\n" + CHECK_OVERRIDDEN + "\n", 1)
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["accepted_check_complaints"] == [CHECK_OVERRIDDEN]
+    uv["fake"]["check"] = ("Found 2 incompatibilities\n" + CHECK_OVERRIDDEN + "\n" + CHECK_OTHER + "\n", 1)
+    ok, result = run(uv, requirements=PROFILE)
+    assert not ok
+    assert "no declared override covers" in result["msg"] and CHECK_OTHER in result["msg"]
+    assert CHECK_OVERRIDDEN not in result["msg"]
+
+
+def test_check_mode_predicts_and_changes_nothing_and_diff_shows_the_packages(uv):
+    ok, result = run(uv, check=True, diff=True, requirements=PROFILE)
+    assert ok and result["changed"] and result["resolved"] and result["synced"]
+    assert not uv["dir"].exists() and uv["fake"]["installed"] == {}
+    assert "sync" not in uv["fake"]["calls"]
+    run(uv, requirements=PROFILE)
+    uv["fake"]["installed"]["torch"] = "2.10.0"
+    ok, result = run(uv, check=True, diff=True, requirements=PROFILE)
+    assert ok and result["changed"] and not result["resolved"]
+    assert result["diff"] == {"before": "torch==2.10.0\n", "after": "torch==2.11.0\n"}
+    assert uv["fake"]["installed"]["torch"] == "2.10.0"
+
+
+def test_an_override_that_is_not_a_requirement_is_refused(uv):
+    ok, result = run(uv, requirements=PROFILE, overrides=["==1.0"])
+    assert not ok and result["msg"] == "overrides: '==1.0' is not a requirement (for example name==1.2.3)"
+    assert uv["fake"]["calls"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Flash_Attn.4==4.0.0b15\n", {"flash-attn-4": "4.0.0b15"}),
+        ("torch==2.11.0\n    # via sglang\n# comment==1\nsglang==0.5.12 ; python_version >= '3.10'\n",
+         {"torch": "2.11.0", "sglang": "0.5.12"}),
+        ("-e file:///x\nname @ https://x/y.whl\n", {}),
+    ],
+)  # fmt: skip
+def test_pins_reads_lock_and_freeze_lines(text, expected):
+    assert _uv_stack.pins(text) == expected
+
+
+def test_requirement_names_are_canonical():
+    assert _uv_stack.requirement_name("Nvidia_CUDA.Runtime==13.2.75 ; sys_platform == 'linux'") == "nvidia-cuda-runtime"
+    assert _uv_stack.requirement_name("  # only a comment") is None
+    assert re.fullmatch(r"# from a\nx==1\n", _uv_stack.fragment_text([("a", ["x==1", "# c", ""]), ("b", ["# none"])]))

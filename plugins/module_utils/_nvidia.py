@@ -74,7 +74,7 @@ def parse_query_csv(text):
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(QUERY_FIELDS):
             raise GpuError("nvidia-smi: unexpected query output line: %s" % line)
-        row = dict(zip(QUERY_FIELDS, cells, strict=True))
+        row = dict(zip(QUERY_FIELDS, cells))  # noqa: B905 (lengths checked above; no strict= before Python 3.10)
         memory = re.match(r"(\d+)", row["memory.total"])
         gpus.append({
             "index": int(row["index"]),

@@ -43,7 +43,7 @@ def uv(tmp_path, monkeypatch, module_exits):
             pins = _uv_stack.pins(requirements)
             runtime = _uv_stack.pins(overrides).get("nvidia-cuda-runtime") or pins.get("nvidia-cuda-runtime")
             if runtime and not runtime.startswith("13.0.96") and "nvidia-cuda-runtime" not in overrides:
-                return 1, "", "  × No solution found when resolving dependencies: torch depends on " + TORCH_PIN
+                return 1, "", "  x No solution found when resolving dependencies: torch depends on " + TORCH_PIN
             lock = {**pins, "nvidia-cuda-runtime": runtime or "13.0.96", "filelock": "3.20.0"}
             lines = "".join(f"{name}=={version}\n    # via -r requirements.in\n" for name, version in lock.items())
             Path(args[args.index("-o") + 1]).write_text(lines)
@@ -87,7 +87,8 @@ PROFILE = ["sglang==0.5.12", "torch==2.11.0"]
 
 
 def test_first_run_resolves_once_installs_the_lock_and_a_second_run_changes_nothing(uv):
-    declare(uv, "requirements.d", "20-cuda-wheels.txt", "# cuda\nnvidia-cuda-nvcc==13.2.78\nnvidia-cuda-runtime==13.2.75\n")
+    cuda = "# cuda\nnvidia-cuda-nvcc==13.2.78\nnvidia-cuda-runtime==13.2.75\n"
+    declare(uv, "requirements.d", "20-cuda-wheels.txt", cuda)
     declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
     ok, result = run(uv, requirements=PROFILE)
     assert ok and result["changed"] and result["resolved"] and result["synced"], result
@@ -126,7 +127,9 @@ def test_changed_inputs_resolve_again(uv):
     run(uv, requirements=PROFILE)
     declare(uv, "requirements.d", "20-cuda-wheels.txt", "nvidia-cuda-nvcc==13.2.78\n")
     ok, result = run(uv, requirements=PROFILE)
-    assert ok and result["resolved"] and result["drift"] == {"nvidia-cuda-nvcc": {"installed": None, "locked": "13.2.78"}}
+    assert (
+        ok and result["resolved"] and result["drift"] == {"nvidia-cuda-nvcc": {"installed": None, "locked": "13.2.78"}}
+    )
     ok, result = run(uv, requirements=PROFILE, extra_index_urls=["https://download.pytorch.org/whl/cu130"])
     assert ok and result["resolved"]
     args = uv["fake"]["compiled_from"][2]

@@ -1,0 +1,240 @@
+"""The container's software stack through site.yml on a lab CT (ct960): uv_venv, cuda_wheels,
+sglang_stack (one resolve against the lab package index: stand-ins with the real metadata, the real
+CUDA wheels), jit_toolchain and cuda_surgery with a real validation compile. Converge, no recompile on
+a second run, drift repaired, each fix of the recipe shown necessary by the recipe's own error, the
+runtime without its override failing to resolve, bad input refused before any change, and a Debian 11
+CT (glibc 2.31, ct961) refused before anything is installed in it.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+from conftest import REPO, conf_text, destroy, pct
+
+VMID = 960
+OLD_VMID = 961
+PLAYBOOK = str(REPO / ".venv/bin/ansible-playbook")
+VALIDATE = "/var/lib/gpulxc/validate"
+ENV = "set -a; . /etc/sglang/cuda.env; set +a; "
+UV = "/usr/local/bin/uv"
+PY = "/opt/sglang/venv/bin/python"
+OLD_TEMPLATE = "local:vztmpl/debian-11-gpulxclab_11.0-1_amd64.tar.zst"
+# what must not change when input is refused: the CT's software and its config
+SNAPSHOT = (
+    "find /opt/sglang /opt/gpulxc /etc/sglang /etc/uv /var/lib/gpulxc -maxdepth 2 2>/dev/null | sort;"
+    " md5sum /etc/sglang/stack/* /etc/sglang/cuda.env 2>/dev/null;"
+    f" {UV} pip freeze --python {PY} 2>/dev/null | md5sum"
+)
+
+
+def write_inventory(path, name, vmid, **host):
+    host = {"proxmox_vmid": vmid, "pct_container_node": "lab-pve", **host}
+    path.write_text(json.dumps({"sglang_containers": {"hosts": {name: host}}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def inventory(lab_ready, tmp_path_factory):
+    destroy(VMID)
+    path = write_inventory(tmp_path_factory.mktemp("inv") / "ct960.yml", "ct960", VMID)
+    proc, _ = play(path, "--skip-tags", "stack")  # the container, without its software
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    yield path
+    destroy(VMID)
+
+
+def play(inventory, *extra, limit="ct960", whole=False):
+    """site.yml on the CT; only its stack play (--tags=stack) unless `whole`: the container itself is
+    pct_container's suite, and skipping its no-op run keeps this suite's many runs short."""
+    tags = [] if whole or "--skip-tags" in extra else ["--tags=stack"]
+    proc = subprocess.run(
+        [PLAYBOOK, "site.yml", "-i", "inventories/lab", "-i", str(inventory), "-l", limit, *tags, *extra],
+        capture_output=True, text=True, check=False, cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
+    )  # fmt: skip
+    recap = re.search(rf"{limit}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
+    return proc, int(recap.group(1)) if recap else None
+
+
+def changed_tasks(proc):
+    """The names of the tasks that reported a change."""
+    return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
+
+
+def in_ct(script, vmid=VMID):
+    return pct("exec", vmid, "--", "/bin/bash", "-c", script, check=False)
+
+
+def cuda_home():
+    return in_ct(ENV + "echo $CUDA_HOME").stdout.strip()
+
+
+def freeze():
+    return in_ct(f"{UV} pip freeze --python {PY}").stdout
+
+
+def rebuild():
+    """Build the validation program as FlashInfer's JIT does: nvcc -c, then the host linker."""
+    return in_ct(ENV + f"nvcc -gencode arch=compute_120,code=sm_120 -c -o /tmp/v.o {VALIDATE}/validate.cu && "
+                 "c++ -o /tmp/v /tmp/v.o -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda")  # fmt: skip
+
+
+def test_check_mode_on_a_fresh_container_changes_nothing(inventory):
+    proc, changed = play(inventory, "--check", whole=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed > 0
+    assert "gpulxc.sglang.sglang_stack : Resolve the stack once" in proc.stdout
+    assert in_ct("ls /opt/sglang /opt/gpulxc /usr/local/bin/uv /etc/sglang").returncode != 0  # nothing was made
+
+
+def test_converges_in_one_resolve_compiles_and_does_not_recompile(inventory):
+    proc, changed = play(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed > 0
+    installed = freeze()
+    for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "flashinfer-python==0.6.11.post1",
+                "flashinfer-cubin==0.6.11.post1", "nvidia-cuda-nvcc==13.2.78", "nvidia-nvvm==13.2.78",
+                "nvidia-cuda-crt==13.2.78", "nvidia-cuda-cccl==13.2.75", "nvidia-cuda-runtime==13.2.75",
+                "nvidia-cuda-nvrtc==13.0.88"):  # fmt: skip
+        assert pin in installed.splitlines(), pin
+    lock = in_ct("cat /etc/sglang/stack/stack.lock").stdout
+    locked = sorted(line for line in lock.splitlines() if "==" in line and not line.startswith((" ", "#")))
+    assert locked == sorted(installed.splitlines())  # the venv is exactly the one lock
+    assert len(locked) > 150  # the real graph of sglang 0.5.12, not just the pins
+    # the stand-ins are marked as such; the CUDA wheels are real (nvcc runs)
+    site_packages = "/opt/sglang/venv/lib/python3.11/site-packages"
+    assert in_ct(f"ls {site_packages}/sglang-0.5.12.dist-info/GPULXC_LAB_STAND_IN").returncode == 0
+    assert "release 13.2" in in_ct(ENV + "nvcc --version").stdout
+    assert in_ct(f"{UV} pip check --python {PY}").returncode == 0
+    ldd = in_ct(ENV + f"ldd {VALIDATE}/validate").stdout
+    assert "libcudart.so.13 => " + cuda_home() + "/lib/libcudart.so.13" in ldd
+    assert "SONAME" in in_ct(ENV + "readelf -d $CUDA_HOME/lib/stubs/libcuda.so | grep 'libcuda.so.1'").stdout
+    stamps = f"stat -c %Y {VALIDATE}/validate /etc/sglang/stack/stack.lock"
+    mtime = in_ct(stamps).stdout
+    proc, changed = play(inventory, whole=True)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    assert in_ct(stamps).stdout == mtime  # no recompile, no resolve
+    proc, changed = play(inventory, "--check", "--diff", whole=True)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("break_it", "error"),
+    [
+        ("rm $CUDA_HOME/lib64", "cannot find -lcudart"),
+        ("rm $CUDA_HOME/lib/libcudart.so", "cannot find -lcudart"),
+        ("rm $CUDA_HOME/lib/stubs/libcuda.so", "cannot find -lcuda"),
+        # the CCCL headers nvidia-cuda-cccl installs (include/cccl, found through nvcc.profile, and the
+        # include/nv shim): without them, the recipe's error
+        (
+            "mv $CUDA_HOME/include/cccl /tmp/cccl.off && mv $CUDA_HOME/include/nv /tmp/nv.off",
+            "nv/target: No such file or directory",
+        ),
+    ],
+)
+def test_each_fix_is_needed_and_a_rerun_repairs_it(inventory, break_it, error):
+    play(inventory)
+    assert in_ct(ENV + break_it).returncode == 0
+    proc = rebuild()
+    assert proc.returncode != 0
+    assert error in proc.stdout + proc.stderr  # the recipe's own error
+    in_ct("rm -rf /tmp/cccl.off /tmp/nv.off")
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert rebuild().returncode == 0
+
+
+def test_drift_is_repaired_and_each_repair_reported(inventory):
+    play(inventory)
+    breaks = [
+        ENV + "rm $CUDA_HOME/lib64",
+        ENV + "rm $CUDA_HOME/include/nv/target",
+        f"{UV} pip install -q --python {PY} --no-deps nvidia-nvvm==13.5.37",
+        f"{UV} pip install -q --python {PY} --no-deps sglang==0.5.11",  # the stand-in's older version
+        "sed -i 's#^LD_LIBRARY_PATH=.*#LD_LIBRARY_PATH=/nowhere#' /etc/sglang/cuda.env",
+    ]
+    for command in breaks:
+        assert in_ct(command).returncode == 0, command
+    assert "nvidia-nvvm==13.5.37" in freeze() and "sglang==0.5.11" in freeze()
+    proc, changed = play(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    reported = changed_tasks(proc)
+    stack = "gpulxc.sglang.sglang_stack : "
+    assert stack + "Resolve the stack once and keep the virtual environment at its lock" in reported
+    assert re.search(r"nvidia-nvvm 13\.5\.37\s+-> 13\.2\.78, sglang 0\.5\.11\s+-> 0\.5\.12", proc.stdout)
+    assert "gpulxc.sglang.cuda_surgery : Write the CUDA environment file" in reported
+    assert any(name.startswith("gpulxc.sglang.cuda_surgery : Link lib64") for name in reported), reported
+    assert any("CCCL" in name for name in reported), reported
+    installed = freeze()
+    assert "nvidia-nvvm==13.2.78" in installed and "sglang==0.5.12" in installed
+    assert "LD_LIBRARY_PATH=/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
+    assert in_ct(ENV + "test -L $CUDA_HOME/lib64 && test -e $CUDA_HOME/include/nv/target").returncode == 0
+    assert rebuild().returncode == 0
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):
+    play(inventory)
+    before = in_ct(SNAPSHOT).stdout
+    proc, _ = play(inventory, "-e", "cuda_wheels_runtime_override=false")
+    assert proc.returncode != 0
+    out = " ".join(proc.stdout.split())
+    assert "The resolve failed, nothing was installed or changed." in out
+    assert "cuda_wheels_runtime_override" in out and "sglang_stack_profile" in out  # the variables to fix
+    assert "No solution found" in out and "nvidia-cuda-runtime" in out  # uv's own account of torch's pin
+    # the lock, its inputs and the venv are as they were (only cuda_wheels' declaration file differs)
+    after = in_ct(SNAPSHOT).stdout
+    changed_lines = set(after.splitlines()) ^ set(before.splitlines())
+    assert all("overrides.d" in line for line in changed_lines) or not changed_lines, changed_lines
+    proc, _ = play(inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def profile_file(tmp_path, pythons):
+    path = tmp_path / "old-python-profile.yml"
+    path.write_text(json.dumps({"sglang_stack_profile_packages": {"sglang": "0.5.12"},
+                                "sglang_stack_profile_pythons": pythons}))  # fmt: skip
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"sglang_stack_profile": "sglang-9.9"},
+         "sglang_stack_profile: there is no profile 'sglang-9.9'. This role ships ['sglang-0.5.12']"),
+        ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
+                                 "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}},
+         "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']"),
+        ({"sglang_stack_profile": "PYTHON_3_12_ONLY"},
+         "the virtual environment would use Python 3.11, which stack profile"),
+        ({"uv_venv_python": "/usr/bin/python3.99"}, "uv_venv_python /usr/bin/python3.99 does not run in the container"),
+        ({"cuda_wheels_runtime_version": "latest"}, "cuda_wheels_runtime_version (latest)"),
+    ],
+)  # fmt: skip
+def test_bad_input_fails_before_any_change(inventory, tmp_path, extra, message):
+    play(inventory)
+    if extra.get("sglang_stack_profile") == "PYTHON_3_12_ONLY":
+        extra = {"sglang_stack_profile": profile_file(tmp_path, ["3.12"])}
+    before = (in_ct(SNAPSHOT).stdout, conf_text(VMID))
+    proc, changed = play(inventory, "-e", json.dumps(extra))
+    assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
+    assert message in " ".join(proc.stdout.split())
+    assert (in_ct(SNAPSHOT).stdout, conf_text(VMID)) == before
+
+
+def test_a_debian_11_container_is_refused_before_anything_is_installed(lab_ready, tmp_path):
+    destroy(OLD_VMID)
+    inventory = write_inventory(tmp_path / "ct961.yml", "ct961", OLD_VMID, pct_container_ostemplate=OLD_TEMPLATE)
+    try:
+        proc, _ = play(inventory, limit="ct961", whole=True)
+        assert proc.returncode != 0
+        out = " ".join(proc.stdout.split())
+        assert "uv_venv: the container has glibc 2.31; sglang >= 0.5.11 wheels need glibc >= 2.34" in out
+        assert "pct_container_ostemplate" in out
+        assert in_ct("ls /opt/gpulxc /opt/sglang /usr/local/bin/uv /etc/uv", vmid=OLD_VMID).returncode != 0
+    finally:
+        destroy(OLD_VMID)

@@ -1,0 +1,90 @@
+"""The lab package index (lab/index): its stand-ins carry exactly the recorded metadata, the recorded
+metadata is PyPI's (asked again here, through pip's resolver report), and its real wheels are PyPI's
+files. Needs PyPI (reachable from the lab machine) and a built lab."""
+
+import email.parser
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+INDEX = Path("/var/lib/gpulxc-lab/index")
+DATA = json.loads((REPO / "lab/index/packages.json").read_text())
+
+
+def load_recorder():
+    loader = importlib.machinery.SourceFileLoader("lab_index_record", str(REPO / "lab/index/record"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def versions():
+    for stand_in in DATA["stand_ins"]:
+        yield stand_in["name"], stand_in
+        if "second" in stand_in:
+            yield stand_in["name"], stand_in["second"]
+
+
+def wheel_metadata(path):
+    with zipfile.ZipFile(path) as wheel:
+        name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(wheel.read(name).decode()), wheel.namelist()
+
+
+def test_every_stand_in_in_the_index_carries_the_recorded_metadata(lab_ready):
+    checked = 0
+    for name, entry in versions():
+        metadata, members = wheel_metadata(INDEX / "files" / entry["filename"])
+        assert metadata["Name"] == name
+        assert metadata["Version"] == entry["version"]
+        assert (metadata["Requires-Python"] or "") == entry["requires_python"]
+        assert (metadata.get_all("Requires-Dist") or []) == entry["requires_dist"], name
+        assert any(m.endswith(".dist-info/GPULXC_LAB_STAND_IN") for m in members)
+        assert not any(m.endswith(".py") or m.endswith(".so") for m in members)  # no code
+        checked += 1
+    assert checked == len(DATA["stand_ins"]) + sum("second" in s for s in DATA["stand_ins"])
+    assert {"sglang", "torch", "sglang-kernel", "flashinfer-python", "flashinfer-cubin", "triton"} <= {
+        s["name"] for s in DATA["stand_ins"]
+    }
+
+
+def test_the_real_wheels_in_the_index_are_the_recorded_files(lab_ready):
+    names = set()
+    for entry in DATA["real"]:
+        path = INDEX / "files" / entry["filename"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"], entry["filename"]
+        with zipfile.ZipFile(path) as wheel:
+            assert not any(m.endswith("GPULXC_LAB_STAND_IN") for m in wheel.namelist())
+        names.add(entry["name"])
+    assert names == {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-runtime",
+                     "nvidia-cuda-nvrtc", "ninja", "uv"}  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["recorded", "second"])
+def test_the_recorded_metadata_is_pypis(which):
+    """Ask PyPI again, through pip's resolver report (--no-deps, exact pins), for every recorded version."""
+    recorder = load_recorder()
+    first_real, other_real = {}, {}
+    for entry in DATA["real"]:  # one version of a name per pip call
+        (other_real if entry["name"] in first_real else first_real)[entry["name"]] = entry
+    if which == "recorded":
+        wanted = {s["name"]: s for s in DATA["stand_ins"]} | first_real
+    else:
+        wanted = {s["name"]: s["second"] for s in DATA["stand_ins"] if "second" in s} | other_real
+    report = recorder.pip_report([f"{name}=={entry['version']}" for name, entry in wanted.items()], no_deps=True)
+    got = {entry["name"]: entry for entry in map(recorder.entry, report)}
+    assert set(got) == set(wanted)
+    for name, entry in wanted.items():
+        assert got[name]["version"] == entry["version"], name
+        assert got[name]["requires_dist"] == entry["requires_dist"], name
+        assert got[name]["requires_python"] == entry["requires_python"], name
+        assert got[name]["filename"] == entry["filename"], name
+        if "sha256" in entry:
+            assert got[name]["sha256"] == entry["sha256"], name

@@ -108,6 +108,13 @@ def test_converges_in_one_resolve_compiles_and_does_not_recompile(inventory):
     site_packages = "/opt/sglang/venv/lib/python3.11/site-packages"
     assert in_ct(f"ls {site_packages}/sglang-0.5.12.dist-info/GPULXC_LAB_STAND_IN").returncode == 0
     assert "release 13.2" in in_ct(ENV + "nvcc --version").stdout
+    # the shared JIT caches on one local directory, in the environment every build and service reads
+    env = in_ct("cat /etc/sglang/cuda.env").stdout
+    caches = {"FLASHINFER_WORKSPACE_BASE": "", "TVM_FFI_CACHE_DIR": "/tvm-ffi", "TRITON_CACHE_DIR": "/triton",
+              "TORCHINDUCTOR_CACHE_DIR": "/torchinductor"}  # fmt: skip
+    for key, below in caches.items():
+        assert f"{key}=/var/cache/sglang{below}" in env.splitlines(), key
+    assert in_ct("test -d /var/cache/sglang").returncode == 0
     assert in_ct(f"{UV} pip check --python {PY}").returncode == 0
     ldd = in_ct(ENV + f"ldd {VALIDATE}/validate").stdout
     assert "libcudart.so.13 => " + cuda_home() + "/lib/libcudart.so.13" in ldd
@@ -175,6 +182,22 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     assert rebuild().returncode == 0
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_every_uv_run_in_the_container_uses_the_proxy_and_ca_settings(inventory):
+    """uv_venv_proxy and uv_venv_ca_bundle reach every uv run (the stack's resolve and installs, an
+    operator's), loopback excepted: a proxy that refuses connections breaks an index elsewhere only."""
+    proxy = {"uv_venv_proxy": "http://127.0.0.1:9", "uv_venv_ca_bundle": "/etc/ssl/certs/ca-certificates.crt"}
+    proc, changed = play(inventory, "-e", json.dumps(proxy))
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]  # the lab index is on loopback: no proxy
+    show = "import os; print(*(os.environ[k] for k in ('HTTPS_PROXY', 'SSL_CERT_FILE', 'NO_PROXY')))"
+    seen = in_ct(f'{UV} run --no-project --python /usr/bin/python3 -- python3 -c "{show}"')
+    assert seen.stdout.split() == [proxy["uv_venv_proxy"], proxy["uv_venv_ca_bundle"], "127.0.0.1,localhost,::1"]
+    elsewhere = in_ct(f"{UV} pip compile --no-cache --index-url https://pypi.org/simple - <<< 'six'")
+    assert elsewhere.returncode != 0  # through the refusing proxy
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert in_ct(f"{UV} pip compile --no-cache --index-url https://pypi.org/simple - <<< 'six'").returncode == 0
 
 
 def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):

@@ -154,6 +154,35 @@ def test_each_fix_is_needed_and_a_rerun_repairs_it(inventory, break_it, error):
     assert rebuild().returncode == 0
 
 
+def test_the_recipes_cccl_overlay_from_flashinfer_is_an_option(inventory):
+    """cuda_surgery_cccl_source=flashinfer: nv/ and cuda/ of FlashInfer's bundled CCCL (the stand-in
+    carries them at FlashInfer's path) are copied into $CUDA_HOME/include and serve the compile alone."""
+    play(inventory)
+    overlay = ("-e", "cuda_surgery_cccl_source=flashinfer")
+    assert in_ct(ENV + "mv $CUDA_HOME/include/cccl /tmp/cccl.off && rm -rf $CUDA_HOME/include/nv").returncode == 0
+    assert "nv/target: No such file or directory" in rebuild().stderr
+    proc, changed = play(inventory, *overlay)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "gpulxc.sglang.cuda_surgery : Copy FlashInfer's bundled CCCL into the toolkit" in " ".join(
+        changed_tasks(proc)
+    )
+    bundle = "/opt/sglang/venv/lib/python3.11/site-packages/flashinfer/data/cccl/libcudacxx/include"
+    assert (
+        in_ct(
+            ENV + f"diff -r {bundle}/nv $CUDA_HOME/include/nv && diff -r {bundle}/cuda $CUDA_HOME/include/cuda"
+        ).returncode
+        == 0
+    )
+    assert in_ct(ENV + "test ! -e $CUDA_HOME/include/cccl").returncode == 0  # the overlay alone serves the compile
+    assert rebuild().returncode == 0
+    proc, changed = play(inventory, *overlay)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    in_ct("rm -rf /tmp/cccl.off")
+    proc, changed = play(inventory)  # back to the wheel's headers: the missing include/cccl is reinstalled
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert in_ct(ENV + "test -e $CUDA_HOME/include/cccl/nv/target").returncode == 0
+
+
 def test_drift_is_repaired_and_each_repair_reported(inventory):
     play(inventory)
     breaks = [
@@ -236,6 +265,8 @@ def profile_file(tmp_path, pythons):
          "the virtual environment would use Python 3.11, which stack profile"),
         ({"uv_venv_python": "/usr/bin/python3.99"}, "uv_venv_python /usr/bin/python3.99 does not run in the container"),
         ({"cuda_wheels_runtime_version": "latest"}, "cuda_wheels_runtime_version (latest)"),
+        ({"cuda_surgery_cccl_source": "copy"},
+         "value of cuda_surgery_cccl_source must be one of: nvidia-cuda-cccl, flashinfer"),
     ],
 )  # fmt: skip
 def test_bad_input_fails_before_any_change(inventory, tmp_path, extra, message):

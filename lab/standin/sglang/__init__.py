@@ -1,0 +1,1 @@
+"""The gpulxc lab's stand-in `sglang` package (test infrastructure): see launch_server.py."""

@@ -1,0 +1,216 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_health
+short_description: Wait until every SGLang server answers HTTP 200 on /health, then send each a chat completion
+version_added: 0.1.0
+description:
+  - Polls every server's C(/health) concurrently until all answer HTTP 200 or O(deadline) passes. What a
+    poll sees is reported as the server's state - connection refused is V(loading) (SGLang binds its port
+    only after the weights are loaded and the graphs captured), HTTP 503 is V(warming) (warm-up running,
+    or shutting down), HTTP 200 is V(ready).
+  - Each request may take O(request_timeout) seconds - a healthy SGLang C(/health) runs a one-token
+    generation and takes about a second, so short probe timeouts flap.
+  - On failure names every unhealthy instance with its last state, its systemd unit's state and the tail
+    of its journal.
+  - With O(chat), sends one chat completion to every server once all are healthy and checks the response
+    structure (an C(assistant) message in C(choices)).
+author:
+  - gpulxc.sglang developers (@gpulxc)
+attributes:
+  check_mode:
+    description: Only reads; runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Changes nothing.
+    support: none
+options:
+  instances:
+    description: The servers - a C(name) (for messages), the C(url) of the server (scheme, host, port) and its C(unit).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The instance's name in messages, for example C(sglang@5).
+        type: str
+        required: true
+      url:
+        description: The server's base URL, for example C(http://127.0.0.1:30005).
+        type: str
+        required: true
+      unit:
+        description: Its systemd unit; its state and journal tail are reported on failure.
+        type: str
+  deadline:
+    description: Seconds to wait for all servers (cold starts with JIT builds take many minutes).
+    type: int
+    default: 1800
+  request_timeout:
+    description: Seconds one C(/health) request may take.
+    type: int
+    default: 10
+  interval:
+    description: Seconds between polls of a server not yet ready.
+    type: float
+    default: 1.0
+  chat:
+    description: After all are healthy, send each server one chat completion to this served model name.
+    type: str
+  api_key:
+    description: The servers' API key (C(/health) needs none, the chat completion does).
+    type: str
+  journal_lines:
+    description: Lines of each unhealthy unit's journal to report.
+    type: int
+    default: 20
+"""
+
+EXAMPLES = r"""
+- name: Wait for the 8 servers and smoke-test them
+  gpulxc.sglang.sglang_health:
+    instances: "{{ range(8) | map('string') | map('regex_replace', '^(.*)$', '{\"name\": \"sglang@\\1\"}') }}"
+    deadline: 1800
+    chat: model
+"""
+
+RETURN = r"""
+instances:
+  description: Per instance - name, url, last state (ready, warming, loading, or an error), seconds to healthy.
+  returned: always
+  type: list
+  elements: dict
+healthy:
+  description: Whether every instance answered 200 before the deadline.
+  returned: always
+  type: bool
+"""
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+
+def probe(url, timeout):
+    """The state one /health request shows: ready, warming, loading or a short error."""
+    try:
+        with open_url(url.rstrip("/") + "/health", timeout=timeout, use_proxy=False) as response:
+            return "ready" if response.status == 200 else f"http {response.status}"
+    except urllib.error.HTTPError as error:
+        return "warming" if error.code == 503 else f"http {error.code}"
+    except urllib.error.URLError as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ConnectionRefusedError):
+            return "loading"
+        return f"unreachable ({reason})"
+    except (TimeoutError, OSError) as error:
+        return f"no answer in {timeout} s ({error})"
+
+
+def wait_all(instances, deadline, timeout, interval):
+    clock, start = time.monotonic, time.monotonic()
+    results = [
+        {"name": i["name"], "url": i["url"], "state": "not polled", "seconds_to_healthy": None} for i in instances
+    ]
+
+    def watch(result):
+        while True:
+            result["state"] = probe(result["url"], timeout)
+            if result["state"] == "ready":
+                result["seconds_to_healthy"] = round(clock() - start, 1)
+                return
+            if clock() - start >= deadline:
+                return
+            time.sleep(interval)
+
+    threads = [threading.Thread(target=watch, args=(r,), daemon=True) for r in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def unit_report(unit, lines):
+    if not unit:
+        return ""
+    state = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False)
+    journal = subprocess.run(
+        ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return f"unit {unit} is {state.stdout.strip() or 'unknown'}; journal tail:\n{journal.stdout.rstrip()}"
+
+
+def chat(url, model, api_key, timeout):
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 8}).encode()
+    headers = {"content-type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        with open_url(url.rstrip("/") + "/v1/chat/completions", data=body, headers=headers, method="POST",
+                      timeout=timeout, use_proxy=False) as response:  # fmt: skip
+            reply = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        return f"chat completion failed: {error}"
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not choices or choices[0].get("message", {}).get("role") != "assistant":
+        return f"chat completion without an assistant message: {json.dumps(reply)[:300]}"
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "instances": {"type": "list", "elements": "dict", "required": True, "options": {
+                "name": {"type": "str", "required": True},
+                "url": {"type": "str", "required": True},
+                "unit": {"type": "str"}}},
+            "deadline": {"type": "int", "default": 1800},
+            "request_timeout": {"type": "int", "default": 10},
+            "interval": {"type": "float", "default": 1.0},
+            "chat": {"type": "str"},
+            "api_key": {"type": "str", "no_log": True},
+            "journal_lines": {"type": "int", "default": 20},
+        },
+        supports_check_mode=True,
+    )  # fmt: skip
+    params = module.params
+    results = wait_all(params["instances"], params["deadline"], params["request_timeout"], params["interval"])
+    unhealthy = [r for r in results if r["state"] != "ready"]
+    if unhealthy:
+        units = {i["name"]: i.get("unit") for i in params["instances"]}
+        details = [
+            f"{r['name']} ({r['url']}): {r['state']}; {unit_report(units[r['name']], params['journal_lines'])}"
+            for r in unhealthy
+        ]
+        module.fail_json(
+            msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy after {params['deadline']} s: "
+            + " | ".join(details),
+            instances=results, healthy=False,
+        )  # fmt: skip
+    if params["chat"]:
+        failed = []
+        for result in results:
+            problem = chat(result["url"], params["chat"], params["api_key"], max(60, params["request_timeout"]))
+            result["chat"] = problem or "ok"
+            if problem:
+                failed.append(f"{result['name']}: {problem}")
+        if failed:
+            module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True)
+    module.exit_json(changed=False, instances=results, healthy=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""The lab's stand-in sglang server (lab/standin/sglang/launch_server.py), its parts that need no CT:
+exactly sglang 0.5.12's flags, the environment it demands, and its health timeline over HTTP. (Its
+JIT build with the CT's CUDA toolkit is exercised in the lab, never against this machine's CUDA.)"""
+
+import importlib.util
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+SOURCE = REPO / "lab/standin/sglang/launch_server.py"
+spec = importlib.util.spec_from_file_location("standin_launch_server", SOURCE)
+server = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(server)
+
+REFERENCE_FLAGS = [
+    "--model-path", "/dev/shm/model", "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer",
+    "--mem-fraction-static", "0.88", "--max-running-requests", "64", "--context-length", "8192",
+    "--chunked-prefill-size", "4096", "--mamba-scheduler-strategy", "extra_buffer", "--mamba-ssm-dtype",
+    "float32", "--trust-remote-code", "--served-model-name", "model", "--enable-metrics", "--nccl-port",
+    "31000", "--host", "127.0.0.1", "--port", "30000",
+]  # fmt: skip
+
+
+def test_the_parser_takes_exactly_the_flags_of_sglang_0_5_12():
+    parser = server.build_parser()
+    args = parser.parse_args(REFERENCE_FLAGS)
+    assert (args.attention_backend, args.mem_fraction_static, args.context_length) == ("flashinfer", 0.88, 8192)
+    assert args.trust_remote_code and args.enable_metrics
+    flags = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
+    listed = {
+        name
+        for line in SOURCE.with_name("flags.tsv").read_text().splitlines()
+        if line.startswith("--")
+        for name in line.split("\t")[0].split(",")
+    }
+    assert flags == listed and len(listed) > 380
+    assert parser.parse_args(["--model", "m", "--context-length", "8k"]).context_length == 8000
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--model-path", "m", "--attention-backend", "fa5"],  # not one of 0.5.12's computed choices
+        ["--model-path", "m", "--mamba-ssm-dtype", "int8"],
+        ["--model-path", "m", "--enable-everything"],  # not a flag of 0.5.12
+        ["--model-path", "m", "--port", "thirty"],
+        ["--model-path", "m", "--mem-frac", "0.5"],  # no abbreviations
+    ],
+)
+def test_anything_else_is_refused_as_argparse_does(bad, capsys):
+    with pytest.raises(SystemExit) as info:
+        server.build_parser().parse_args(bad)
+    assert info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
+    config = tmp_path / "gpu3.yaml"
+    config.write_text("# instance 3\nmodel-path: /dev/shm/model\nport: 30003\nenable_metrics: true\n"
+                      "trust-remote-code: false\nattention-backend: \"flashinfer\"\n")  # fmt: skip
+    args = server.parse_args(["--config", str(config), "--port", "30103"])
+    assert (args.model_path, args.port, args.enable_metrics, args.trust_remote_code) == (
+        "/dev/shm/model",
+        30103,
+        True,
+        False,
+    )
+    assert args.attention_backend == "flashinfer"
+    config.write_text("attention-backend: fa5\n")
+    with pytest.raises(SystemExit):
+        server.parse_args(["--config", str(config)])
+
+
+def test_it_demands_cuda_home_nvrtc_and_its_gpu_node(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    with pytest.raises(SystemExit):
+        server.check_environment(0)
+    assert "assert cuda_home is not None\nAssertionError" in capsys.readouterr().err
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(server.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: cannot open")))
+    with pytest.raises(SystemExit):
+        server.check_environment(0)
+    assert "ImportError: libnvrtc.so.13: cannot open" in capsys.readouterr().err
+    monkeypatch.setattr(server.ctypes, "CDLL", lambda name: None)
+    with pytest.raises(SystemExit):
+        server.check_environment(9999)  # no /dev/nvidia9999
+    assert "no CUDA-capable device is detected (/dev/nvidia9999" in capsys.readouterr().err
+
+
+def get(url, key=None):
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, b""
+
+
+def test_health_timeline_and_http_surface(monkeypatch):
+    state = server.State()
+    state.args = server.build_parser().parse_args([*REFERENCE_FLAGS[:-4], "--api-key", "k"])
+    httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        assert get(base + "/health")[0] == 503  # warming up
+        assert get(base + "/model_info")[0] == 401  # needs the key, /health does not
+        assert get(base + "/model_info", "k")[0] == 200  # answers during warm-up already
+        state.status = "Up"
+        started = time.monotonic()
+        assert get(base + "/health")[0] == 200
+        assert time.monotonic() - started >= 1.0  # the generation probe
+        models = json.loads(get(base + "/v1/models", "k")[1])
+        assert models["data"][0]["id"] == "model" and models["data"][0]["max_model_len"] == 8192
+        assert b"sglang:num_running_reqs" in get(base + "/metrics")[1]
+        body = json.dumps({"model": "model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(base + "/v1/chat/completions", data=body, headers={
+            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=5) as response:
+            reply = json.loads(response.read())
+        assert reply["object"] == "chat.completion" and reply["choices"][0]["message"]["role"] == "assistant"
+        state.status = "UnHealthy"  # after SIGTERM
+        assert get(base + "/health")[0] == 503
+    finally:
+        httpd.shutdown()

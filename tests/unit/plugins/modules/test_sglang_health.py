@@ -1,0 +1,118 @@
+"""gpulxc.sglang.sglang_health against local HTTP servers that behave as SGLang's timeline says:
+connection refused while loading, 503 while warming, 200 when ready; the smoke chat completion."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpulxc.sglang.plugins.modules import sglang_health
+from conftest import ModuleExit as Exit
+from conftest import ModuleFail as Fail
+
+
+class Fake:
+    """One server: `state` is 'warming' (503), 'ready' (200); `chat` the reply body to send."""
+
+    def __init__(self):
+        self.state = "warming"
+        self.chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}}]}
+        self.keys = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200 if fake.state == "ready" else 503)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def do_POST(self):
+                fake.keys.append(self.headers.get("Authorization"))
+                self.rfile.read(int(self.headers["content-length"]))
+                data = json.dumps(fake.chat).encode()
+                self.send_response(200)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def servers():
+    made = []
+    yield lambda n: [made.append(Fake()) or made[-1] for _ in range(n)]
+    for fake in made:
+        fake.httpd.shutdown()
+
+
+def closed_port_url():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens: connection refused
+
+
+def run(module_exits, instances, **args):
+    with patch_module_args({"instances": instances, "interval": 0.05, **args}), pytest.raises((Exit, Fail)) as info:
+        sglang_health.main()
+    return info.type is Exit, info.value.args[0]
+
+
+def test_all_ready_after_warming_and_each_time_to_healthy(module_exits, servers):
+    fakes = servers(3)
+    fakes[0].state = "ready"
+    threading.Timer(0.3, lambda: setattr(fakes[1], "state", "ready")).start()
+    threading.Timer(0.6, lambda: setattr(fakes[2], "state", "ready")).start()
+    instances = [{"name": f"sglang@{i}", "url": f.url} for i, f in enumerate(fakes)]
+    ok, result = run(module_exits, instances, deadline=10)
+    assert ok and result["healthy"] and not result["changed"]
+    times = [r["seconds_to_healthy"] for r in result["instances"]]
+    assert times[0] < 0.3 <= times[1] < 0.6 <= times[2] < 5
+
+
+def test_failure_names_each_unhealthy_instance_its_state_unit_and_journal(module_exits, servers, monkeypatch):
+    fakes = servers(2)
+    fakes[0].state = "ready"
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv)
+        out = "failed\n" if argv[0] == "systemctl" else "RuntimeError: crash at start\n"
+        return type("P", (), {"stdout": out, "returncode": 0})()
+
+    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    instances = [
+        {"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+        {"name": "sglang@1", "url": fakes[1].url, "unit": "sglang@1.service"},
+        {"name": "sglang@5", "url": closed_port_url(), "unit": "sglang@5.service"},
+    ]
+    ok, result = run(module_exits, instances, deadline=1)
+    assert not ok
+    msg = result["msg"]
+    assert msg.startswith("2 of 3 SGLang servers not healthy after 1 s")
+    assert "sglang@1 (" + fakes[1].url + "): warming" in msg
+    assert "sglang@5 (" in msg and "): loading" in msg
+    assert "unit sglang@5.service is failed; journal tail:\nRuntimeError: crash at start" in msg
+    assert "sglang@0 (" not in msg
+    assert ["journalctl", "-u", "sglang@5.service", "-n", "20", "--no-pager", "-o", "cat"] in calls
+
+
+def test_smoke_chat_checks_the_reply_and_sends_the_key(module_exits, servers):
+    fakes = servers(2)
+    for fake in fakes:
+        fake.state = "ready"
+    instances = [{"name": f"sglang@{i}", "url": f.url} for i, f in enumerate(fakes)]
+    ok, result = run(module_exits, instances, chat="model", api_key="s3cret")
+    assert ok and [r["chat"] for r in result["instances"]] == ["ok", "ok"]
+    assert fakes[0].keys == ["Bearer s3cret"]
+    fakes[1].chat = {"error": "model not found"}
+    ok, result = run(module_exits, instances, chat="model", api_key="s3cret")
+    assert not ok and result["msg"].startswith("smoke test failed: sglang@1: chat completion without an assistant")
+    assert "s3cret" not in json.dumps(result)

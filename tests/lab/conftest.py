@@ -5,6 +5,7 @@ built lab (`lab/setup`); the test command builds it first.
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,19 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
 
 TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
+
+
+def run_site(inventory, limit, *args):
+    """`ansible-playbook site.yml` on one lab CT (the lab inventory plus a test's own), from the repository's
+    ansible.cfg: the process and the changed count of the CT's recap line (None without one)."""
+    proc = subprocess.run(
+        [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", "inventories/lab", "-i", str(inventory),
+         "-l", limit, *args],
+        capture_output=True, text=True, check=False, cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
+    )  # fmt: skip
+    recap = re.search(rf"{limit}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
+    return proc, int(recap.group(1)) if recap else None
 
 
 def pct(*args, check=True, stdin=None):

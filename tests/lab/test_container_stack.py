@@ -7,16 +7,13 @@ CT (glibc 2.31, ct961) refused before anything is installed in it.
 """
 
 import json
-import os
 import re
-import subprocess
 
 import pytest
-from conftest import REPO, conf_text, destroy, pct
+from conftest import conf_text, destroy, pct, run_site
 
 VMID = 960
 OLD_VMID = 961
-PLAYBOOK = str(REPO / ".venv/bin/ansible-playbook")
 VALIDATE = "/var/lib/gpulxc/validate"
 ENV = "set -a; . /etc/sglang/cuda.env; set +a; "
 UV = "/usr/local/bin/uv"
@@ -50,13 +47,7 @@ def play(inventory, *extra, limit="ct960", whole=False):
     """site.yml on the CT; only its stack play (--tags=stack) unless `whole`: the container itself is
     pct_container's suite, and skipping its no-op run keeps this suite's many runs short."""
     tags = ["--skip-tags=services"] if whole else [] if "--skip-tags" in extra else ["--tags=stack"]
-    proc = subprocess.run(
-        [PLAYBOOK, "site.yml", "-i", "inventories/lab", "-i", str(inventory), "-l", limit, *tags, *extra],
-        capture_output=True, text=True, check=False, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
-    recap = re.search(rf"{limit}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
-    return proc, int(recap.group(1)) if recap else None
+    return run_site(inventory, limit, *tags, *extra)
 
 
 def changed_tasks(proc):

@@ -11,11 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, conf_text, destroy, pct
+from conftest import REPO, conf_text, destroy, pct, run_site
 
 VMID = 920
 ABSENT = 921
-PLAYBOOK = str(REPO / ".venv/bin/ansible-playbook")
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +31,8 @@ def inventory(lab_ready, tmp_path_factory):
 
 
 def site(inventory, *extra):
-    proc = subprocess.run(
-        # (the container's software and services have their own suites)
-        [PLAYBOOK, "site.yml", "-i", "inventories/lab", "-i", str(inventory), "-l", "ct920",
-         "--skip-tags=stack,services", *extra],
-        capture_output=True, text=True, check=False, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
-    recap = re.search(r"ct920\s*:\s*ok=(\d+)\s+changed=(\d+).*failed=(\d+)", proc.stdout)
-    changed = int(recap.group(2)) if recap else None
-    return proc, changed
+    # (the container's software and services have their own suites)
+    return run_site(inventory, "ct920", "--skip-tags=stack,services", *extra)
 
 
 def converged(inventory):

@@ -6,16 +6,12 @@ refused before any change.
 """
 
 import json
-import os
-import re
-import subprocess
 import time
 
 import pytest
-from conftest import REPO, destroy, pct
+from conftest import destroy, pct, run_site
 
 VMID = 970
-PLAYBOOK = str(REPO / ".venv/bin/ansible-playbook")
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
 HEALTH = (
     "import urllib.request, urllib.error\n"
@@ -46,13 +42,7 @@ def inventory(lab_ready, tmp_path_factory):
 
 def play(inventory, *extra, whole=False):
     tags = [] if whole else ["--tags=services"]
-    proc = subprocess.run(
-        [PLAYBOOK, "site.yml", "-i", "inventories/lab", "-i", str(inventory), "-l", "ct970", *tags, *extra],
-        capture_output=True, text=True, check=False, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
-    recap = re.search(r"ct970\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
-    return proc, int(recap.group(1)) if recap else None
+    return run_site(inventory, "ct970", *tags, *extra)
 
 
 def in_ct(script):

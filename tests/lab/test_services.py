@@ -1,15 +1,22 @@
 """sglang_services through site.yml on a lab CT (ct970): one systemd instance of the stand-in server
 per simulated GPU (ports 32000 + i: lab CTs share the host's network, and CT 200 may serve on 30000 + i),
-health-checked and smoke-tested by sglang_health; one JIT build on a cold cache;
-a crash named with its journal; kill -9 and a stopped unit repaired; the GPU list shrunk; bad input
-refused before any change.
+health-checked and smoke-tested by sglang_health; one JIT build on a cold cache; the model staged into
+/dev/shm from the node's bind mount, and back by itself after `pct reboot`; the device cgroup; rolling
+restarts one health-gated instance at a time; JIT caches cleared for a new stack; cold and warm start
+times with staggered stand-in delays; an API key from Ansible Vault kept out of output, command lines
+and world-readable files; a crash named with its journal; kill -9 and a stopped unit repaired; the GPU
+list shrunk; bad input refused before any change.
 """
 
 import json
+import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
-from conftest import destroy, pct, run_site
+from conftest import REPO, destroy, pct, run_site
 
 VMID = 970
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
@@ -36,8 +43,81 @@ def inventory(lab_ready, tmp_path_factory):
         "sglang_services_port_base": 32000, "sglang_services_nccl_port_base": 33000}}}}))  # fmt: skip
     proc, _ = play(path, whole=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
+    # a model too big for the lab CT's 1 GiB /dev/shm (sparse: it takes no room where it is)
+    in_ct("mkdir -p /srv/big-model && echo {} >/srv/big-model/config.json && truncate -s 2G /srv/big-model/w.bin")
     yield path
     destroy(VMID)
+
+
+def wait_healthy(deadline_s=60):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and health() != {str(i): "200" for i in range(8)}:
+        time.sleep(1)
+    assert health() == {str(i): "200" for i in range(8)}
+
+
+def main_pids():
+    return in_ct("systemctl show -p MainPID --value sglang@{0..7}.service").stdout.split()
+
+
+def status(path, key=None, index=0, body=None):
+    request = urllib.request.Request(f"http://127.0.0.1:{32000 + index}{path}", data=body)
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        return urllib.request.urlopen(request, timeout=5).status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0  # refused: nothing listens (loading, or stopped)
+
+
+CHAT = json.dumps({"model": "stand-in", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).encode()
+
+
+def start_times(since):
+    """{GPU index: (started, ready)} from each instance's journal since `since`: systemd's "Started" line
+    and the server's "fired up" line (the journal's own timestamps, seconds)."""
+    times = {}
+    for i in range(8):
+        out = in_ct(f"journalctl -u sglang@{i}.service -o json --since @{since:.0f} --no-pager").stdout
+        started = ready = None
+        for entry in map(json.loads, out.splitlines()):
+            stamp = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            message = entry.get("MESSAGE") or ""
+            if message.startswith("Started ") and stamp >= since:
+                started, ready = stamp, None
+            elif "fired up and ready to roll" in message and started is not None:
+                ready = stamp
+        assert started is not None and ready is not None, (i, out[-2000:])
+        times[i] = (started, ready)
+    return times
+
+
+class Poller(threading.Thread):
+    """Sends the 8 servers a chat completion every 50 ms while a play runs (each answers at once: 200 when
+    serving, 503 while warming or draining, refused while loading or stopped): the most not serving at once."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.most_down = 0
+        self.sweeps = 0
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            down = sum(status("/v1/chat/completions", index=i, body=CHAT) != 200 for i in range(8))
+            self.most_down = max(self.most_down, down)
+            self.sweeps += 1
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.join()
 
 
 def play(inventory, *extra, whole=False):
@@ -62,8 +142,159 @@ def test_eight_servers_healthy_one_jit_build_and_a_second_run_changes_nothing(in
     for line in ("port: 32005", "nccl-port: 33005", "attention-backend: flashinfer", "mem-fraction-static: 0.88"):
         assert line in config.splitlines(), line
     assert "--config /etc/sglang/instance-" in in_ct("systemctl cat sglang@5.service").stdout
+    # the model staged from the node's read-only bind mount; the staging unit runs before every instance
+    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
+    assert in_ct("systemctl is-enabled sglang-model-stage.service").stdout.strip() == "enabled"
+    requires = in_ct("systemctl show -p Requires -p After --value sglang@5.service").stdout
+    assert requires.count("sglang-model-stage.service") == 2, requires
+    # the device cgroup: closed, the CT's NVIDIA nodes allowed by path
+    devices = in_ct("systemctl show -p DevicePolicy -p DeviceAllow sglang@5.service").stdout
+    assert "DevicePolicy=closed" in devices
+    for node in ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"] + [f"/dev/nvidia{i}" for i in range(8)]:
+        assert f"{node} rw" in devices, (node, devices)
     proc, changed = play(inventory, whole=True)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_the_device_cgroup_is_what_lets_the_gpu_through(inventory):
+    """Without its DeviceAllow list an instance cannot open its GPU: the policy is enforced here."""
+    dropins = "/etc/systemd/system/sglang@5.service.d"
+    in_ct(
+        f"mkdir -p {dropins} && printf '[Service]\\nDeviceAllow=\\n' >{dropins}/gpulxc-test-no-gpus.conf"
+        " && systemctl daemon-reload && systemctl restart sglang@5.service"
+    )
+    try:
+        deadline = time.monotonic() + 20
+        journal = ""
+        while time.monotonic() < deadline and "Operation not permitted" not in journal:
+            time.sleep(1)
+            journal = in_ct("journalctl -u sglang@5.service -n 20 --no-pager").stdout
+        assert "no CUDA-capable device is detected (/dev/nvidia5: Operation not permitted)" in journal, journal
+    finally:
+        in_ct(
+            f"rm -rf {dropins} && systemctl daemon-reload && systemctl reset-failed sglang@5.service;"
+            " systemctl restart sglang@5.service"
+        )
+    wait_healthy()
+
+
+def test_the_model_is_staged_again_and_a_reboot_brings_every_server_back(inventory):
+    in_ct("rm -rf /dev/shm/stand-in")
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "Copy the model unless it is in place already - /dev/shm/stand-in] ***\nchanged:" in proc.stdout
+    assert in_ct("test -f /dev/shm/stand-in/config.json").returncode == 0
+    pct("reboot", VMID)
+    wait_healthy(deadline_s=180)  # nobody runs Ansible: systemd stages the model, then starts the 8
+    assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
+    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
+
+
+def test_a_changed_setting_restarts_one_health_gated_instance_at_a_time(inventory):
+    pids = main_pids()
+    with Poller() as poller:
+        proc, changed = play(inventory, "-e", json.dumps({"sglang_services_max_running_requests": 32}))
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "max-running-requests: 32" in in_ct("cat /etc/sglang/instance-7.yaml").stdout.splitlines()
+    new = main_pids()
+    assert all(new[i] != pids[i] for i in range(8)), (pids, new)
+    assert poller.sweeps > 200 and poller.most_down == 1, (poller.sweeps, poller.most_down)
+    proc, changed = play(inventory, "-e", json.dumps({"sglang_services_restart_batch": 0}))  # back, all at once
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert health() == {str(i): "200" for i in range(8)}
+
+
+def test_a_new_stack_clears_the_jit_caches_first(inventory):
+    lock = "/etc/sglang/stack/stack.lock"
+    before = in_ct(f"stat -c %Y {BUILDS}").stdout.strip()
+    in_ct(f"cp {lock} /root/stack.lock.orig && echo '# gpulxc test: another stack' >>{lock}")
+    try:
+        proc, changed = play(inventory)
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    finally:
+        in_ct(f"cp /root/stack.lock.orig {lock}")
+    assert len(in_ct(f"cat {BUILDS}").stdout.splitlines()) == 1  # the old log went with its cache: one new build
+    assert in_ct(f"stat -c %Y {BUILDS}").stdout.strip() != before
+    assert health() == {str(i): "200" for i in range(8)}
+    proc, changed = play(inventory)  # the lock is back: the caches are cleared once more, then no change
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_cold_start_then_warm_start_with_staggered_delays(inventory):
+    """Cold: instance 0 alone (it builds the JIT kernels), then the other 7 together; warm: all 8 together."""
+    plan = {
+        str(i): {"load_s": load, "warmup_s": warm}
+        for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])
+    }
+    delay = {int(i): p["load_s"] + p["warmup_s"] for i, p in plan.items()}
+    extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)}})
+    try:
+        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        since = time.time()
+        proc, _ = play(inventory, "-e", extra)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        cold = start_times(since)
+        first_ready = cold[0][1]
+        assert all(cold[i][0] >= first_ready for i in range(1, 8)), cold  # the rest waited for instance 0
+        t0 = first_ready - cold[0][0]
+        cold_total = max(ready for _, ready in cold.values()) - cold[0][0]
+        others = max(delay[i] for i in range(1, 8))
+        assert cold_total <= t0 + others + 10, (cold_total, t0, others)
+
+        in_ct("systemctl stop sglang@{0..7}.service")
+        since = time.time()
+        proc, changed = play(inventory, "-e", extra)
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        warm = start_times(since)
+        warm_total = max(ready for _, ready in warm.values()) - min(start for start, _ in warm.values())
+        assert warm_total <= max(delay.values()) + 10, warm_total
+        print(
+            f"cold start: {cold_total:.1f} s (instance 0 alone: {t0:.1f} s, slowest other: {others} s);"
+            f" warm start: {warm_total:.1f} s (slowest: {max(delay.values())} s, one after another:"
+            f" {sum(delay.values())} s)"
+        )
+    finally:
+        proc, _ = play(inventory, "-e", json.dumps({"sglang_services_restart_batch": 0}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_an_api_key_from_vault_is_enforced_and_never_shown(inventory, tmp_path):
+    key = "gpulxc-test-key-7f3a9c"
+    (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
+    vaulted = subprocess.run(
+        [
+            str(REPO / ".venv/bin/ansible-vault"),
+            "encrypt_string",
+            "--vault-password-file",
+            str(tmp_path / "pass"),
+            "--name",
+            "sglang_services_api_key",
+            key,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (tmp_path / "key.yml").write_text(vaulted)
+    try:
+        proc, changed = play(inventory, "-v", "--vault-password-file", str(tmp_path / "pass"),
+                             "-e", f"@{tmp_path / 'key.yml'}")  # fmt: skip
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        assert key not in proc.stdout + proc.stderr
+        assert status("/v1/models") == 401
+        assert status("/v1/models", key) == 200
+        assert key not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        holders = in_ct(
+            f"grep -rlF {key} /etc /opt /usr/local /var/cache/sglang /run /tmp /root 2>/dev/null"
+            " | xargs -r stat -c '%a %U:%G %n'"
+        ).stdout.splitlines()
+        assert holders and all(line.split()[0][-1] in "0" for line in holders), holders  # none world-readable
+    finally:
+        proc, changed = play(inventory, "-e", json.dumps({"sglang_services_restart_batch": 0}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+    assert status("/v1/models") == 200
 
 
 def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
@@ -73,7 +304,9 @@ def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
         proc, _ = play(inventory, "-e", json.dumps(plan))
         assert proc.returncode != 0
         out = proc.stdout
-        assert "1 of 8 SGLang servers not healthy after 15 s: sglang@5 (http://127.0.0.1:32005): loading" in out
+        # the rolling restart stops at the instance that does not come back: 6 and 7 keep serving
+        assert "SGLang servers not healthy after 15 s: sglang@5 (http://127.0.0.1:32005): loading" in out
+        assert "Restart sglang@6]" not in out
         assert "unit sglang@5.service is " in out
         assert "RuntimeError: gpulxc lab fault injection: crash at start" in out  # the journal tail
     finally:
@@ -115,6 +348,14 @@ def test_shrinking_the_gpu_list_stops_and_disables_the_rest(inventory):
         ({"sglang_services_gpus": [0, 9]}, "sglang_services_gpus [0, 9] names GPUs the container does not have: [9]"),
         ({"sglang_services_attention_backend": "fa5"}, "sglang_services_attention_backend fa5 is not an attention"),
         ({"sglang_services_mem_fraction_static": 1.5}, "sglang_services_mem_fraction_static is 1.5; it must be"),
+        ({"sglang_services_api_key": "plain-text-key"}, "sglang_services_api_key is written in plain text: put it in"),
+        ({"sglang_services_model_source": ""},
+         "sglang_services_model_path /dev/shm/stand-in is under /dev/shm, which a reboot empties: set"),
+        ({"sglang_services_model_source": "/mnt/nothing"},
+         "the model source /mnt/nothing is not a directory in the container"),
+        ({"sglang_services_model_source": "/srv/big-model"},
+         "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
+        ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
     ],
 )  # fmt: skip
 def test_bad_input_fails_before_any_change(inventory, extra, message):

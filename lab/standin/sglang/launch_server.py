@@ -252,6 +252,8 @@ def main(argv=None):
     index = gpu_index()
     plan = json.loads(os.environ.get("GPULXC_LAB_STANDIN_PLAN") or "{}").get(str(index), {})
     check_environment(index)
+    if not (Path(args.model_path) / "config.json").is_file():  # transformers' AutoConfig, as the real one
+        die(f"OSError: {args.model_path} does not appear to have a file named config.json.")
     if plan.get("fault") == "crash_at_start":
         die("RuntimeError: gpulxc lab fault injection: crash at start")
     time.sleep(float(plan.get("load_s", 0)))  # loading weights, capturing graphs: nothing listens yet

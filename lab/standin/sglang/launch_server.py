@@ -237,7 +237,9 @@ def handler_for(state):
                 return self.reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "server is starting"})
             prompt = len(json.dumps(request.get("messages", []))) // 4
             return self.reply(200, {
-                "id": f"gpulxc-standin-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                # the GPU in the id: lab tests see which instance a router sent a request to
+                "id": f"gpulxc-standin-gpu{gpu_index()}-{time.time_ns()}",
+                "object": "chat.completion", "created": int(time.time()),
                 "model": args.served_model_name or args.model_path,
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
                     "role": "assistant", "content": "stand-in reply", "reasoning_content": None}}],

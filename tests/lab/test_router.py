@@ -1,12 +1,15 @@
 """sglang_router through site.yml on a lab CT (ct980): the real SGLang model gateway (smg, from the lab
 index's real wheels) in front of 8 stand-in servers (ports 34000 + i, the router on 8980: lab CTs share the
 host's network). Requests through it land on every instance; a stopped instance is routed around, reported
-unhealthy, and back after a re-run; client keys from Ansible Vault are enforced and never shown.
+unhealthy, and back after a re-run; a rolling restart drains each instance at the router first and loses no
+streamed request (and does lose some with the drain off); a worker removed at the router by hand is put back by
+a re-run; client keys from Ansible Vault are enforced and never shown.
 """
 
 import concurrent.futures
 import json
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,8 +46,8 @@ def in_ct(script):
     return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
 
 
-def request(path, key=None, body=None):
-    req = urllib.request.Request(ROUTER + path, data=body, headers={"Content-Type": "application/json"})
+def request(path, key=None, body=None, method=None):
+    req = urllib.request.Request(ROUTER + path, data=body, headers={"Content-Type": "application/json"}, method=method)
     if key:
         req.add_header("Authorization", f"Bearer {key}")
     try:
@@ -64,6 +67,58 @@ def chat(n, key=None):
 
 def readiness():
     return request("/readiness")[1] or {}
+
+
+def admin_key():
+    return in_ct("cat /etc/smg/control-plane-key").stdout.strip()
+
+
+def workers(key):
+    status, body = request("/workers", key)
+    assert status == 200, status
+    return {worker["url"]: worker for worker in body["workers"]}
+
+
+class Streams:
+    """Streamed chat completions through the router, 8 at a time, 2 s each (400 tokens), until stopped: a
+    stream that ends without [DONE] was cut, an error or a non-200 answer was refused."""
+
+    def __init__(self):
+        self.done, self.cut, self.refused, self.gpus = 0, 0, [], set()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(n,)) for n in range(8)]
+
+    def run(self, n):
+        while not self.stopping.is_set():
+            message = {"role": "user", "content": f"{uuid.uuid4().hex} stream {n}"}
+            body = json.dumps({"model": "stand-in", "stream": True, "max_tokens": 400, "messages": [message]})
+            req = urllib.request.Request(ROUTER + "/v1/chat/completions", data=body.encode(),
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+            try:
+                with urllib.request.urlopen(req, timeout=60) as response:
+                    text = response.read().decode()
+            except (OSError, urllib.error.URLError) as error:
+                self.refused.append(str(error))
+                continue
+            if text.rstrip().endswith("data: [DONE]"):
+                self.done += 1
+                self.gpus.add(text.split('"id": "gpulxc-standin-', 1)[1].split("-", 1)[0])
+            else:
+                self.cut += 1
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join()
+
+
+def main_pids():
+    return in_ct("for i in $(seq 0 7); do systemctl show -p MainPID --value sglang@$i; done").stdout.split()
 
 
 def test_100_completions_through_the_router_land_on_all_8(inventory):
@@ -98,6 +153,49 @@ def test_a_stopped_instance_is_routed_around_and_back_after_a_rerun(inventory):
         assert "gpu3" in {gpu for _, gpu in pool.map(chat, range(100))}
 
 
+def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
+    """Every instance restarted one at a time for a changed setting while 8 streams run through the router:
+    each is drained at the router first, so none is cut. The same restart with the drain off cuts some."""
+    before = main_pids()
+    with Streams() as streams:
+        time.sleep(3)
+        proc, changed = play(inventory, "-e", "sglang_services_max_running_requests=32")
+        time.sleep(3)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    after = main_pids()
+    assert len(after) == 8 and all(old != new for old, new in zip(before, after, strict=True)), (before, after)
+    assert proc.stdout.count("TASK [gpulxc.sglang.sglang_services : Drain at the router first - sglang@") == 8
+    assert (streams.cut, streams.refused) == (0, []), (streams.cut, streams.refused[:5])
+    assert streams.done > 100 and streams.gpus == {f"gpu{i}" for i in range(8)}, (streams.done, streams.gpus)
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+    with Streams() as undrained:  # the control: SGLang cuts what it runs on SIGTERM
+        time.sleep(3)
+        proc, changed = play(inventory, "-e", "sglang_services_router_drain=false")
+        time.sleep(3)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    print(f"rolling restart under 8 streams: drained {streams.done} done, {streams.cut} cut; "
+          f"not drained {undrained.done} done, {undrained.cut} cut")  # fmt: skip
+    assert undrained.cut > 0, (undrained.done, undrained.cut)
+
+
+def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
+    key = admin_key()
+    assert request("/workers")[0] == 401  # the worker API needs the admin key
+    worker = workers(key)["http://127.0.0.1:34005"]
+    status, _ = request(f"/workers/{worker['id']}", key, method="DELETE")
+    assert status in (200, 202), status
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "http://127.0.0.1:34005" in workers(key):
+        time.sleep(1)
+    assert "http://127.0.0.1:34005" not in workers(key)
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 1, proc.stdout[-3000:]
+    assert "changed: [ct980]" in proc.stdout.split("Put every instance in rotation", 1)[1].split("TASK", 1)[0]
+    assert workers(key)["http://127.0.0.1:34005"]["status"] == "ready"
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+
 def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path):
     (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
     (tmp_path / "keys.yml").write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}]}))
@@ -110,7 +208,9 @@ def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path
         assert KEY not in proc.stdout + proc.stderr
         assert chat(1) == (401, None)
         assert chat(1, KEY)[0] == 200
-        assert KEY not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        assert KEY not in commands and admin_key() not in commands and admin_key() not in proc.stdout
+        assert in_ct("stat -c '%a %U:%G' /etc/smg/control-plane-key").stdout.split() == ["600", "root:root"]
         holders = in_ct(f"grep -rlF {KEY} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
                         " | xargs -r stat -c '%a %U:%G %n'").stdout.splitlines()  # fmt: skip
         assert holders and all(line.split()[0][-1] == "0" for line in holders), holders  # none world-readable

@@ -12,7 +12,11 @@ deployment can tell, like the real server on a GPU:
   FlashInfer cache, under a file lock, counting its builds;
 - its HTTP surface and health timeline: nothing listens while loading (connection refused), /health
   503 while warming up, 200 once up (after the ~1 s generation probe), 503 after SIGTERM, which ends
-  with the process killing itself (SIGKILL, as kill_process_tree does);
+  with the process killing itself (SIGKILL, as kill_process_tree does) half a second later: a request
+  still generating then is lost, as on the real server;
+- a chat completion takes 5 ms per completion token (max_tokens, 3 when not given), streamed as
+  server-sent events with "stream": true (a stream cut by SIGKILL has no [DONE]), and /metrics
+  (--enable-metrics) reports the requests in flight as sglang:num_running_reqs;
 - lab-only timing and faults come from GPULXC_LAB_STANDIN_PLAN, a JSON object keyed by GPU index
   (CUDA_VISIBLE_DEVICES) with load_s, warmup_s and fault (crash_at_start, never_healthy,
   die_after_s).
@@ -177,6 +181,8 @@ def jit_build():
 class State:
     status = "Starting"  # Starting -> Up; UnHealthy after SIGTERM
     args = None
+    running = 0  # chat completions in flight
+    lock = threading.Lock()
 
 
 def handler_for(state):
@@ -222,7 +228,10 @@ def handler_for(state):
             if self.path in routes:
                 return 200, routes[self.path]
             if self.path == "/metrics" and args.enable_metrics:
-                text = f'sglang:num_running_reqs{{model_name="{name}"}} 0.0\nsglang:gpulxc_standin 1.0\n'
+                text = (
+                    f'sglang:num_running_reqs{{model_name="{name}"}} {float(state.running)}\n'
+                    f'sglang:num_queue_reqs{{model_name="{name}"}} 0.0\nsglang:gpulxc_standin 1.0\n'
+                )
                 return 200, text.encode(), "text/plain; version=0.0.4"
             return HTTPStatus.NOT_FOUND, {"detail": "Not Found"}
 
@@ -236,15 +245,51 @@ def handler_for(state):
             if state.status != "Up":
                 return self.reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "server is starting"})
             prompt = len(json.dumps(request.get("messages", []))) // 4
+            completion = int(request.get("max_tokens") or 3)
+            reply_id = f"gpulxc-standin-gpu{gpu_index()}-{time.time_ns()}"  # the GPU: tests see where it went
+            with state.lock:
+                state.running += 1
+            try:
+                if request.get("stream"):
+                    return self.stream(reply_id, completion)
+                time.sleep(completion * 0.005)  # decoding: 5 ms a token
+            finally:
+                with state.lock:
+                    state.running -= 1
             return self.reply(200, {
-                # the GPU in the id: lab tests see which instance a router sent a request to
-                "id": f"gpulxc-standin-gpu{gpu_index()}-{time.time_ns()}",
-                "object": "chat.completion", "created": int(time.time()),
+                "id": reply_id, "object": "chat.completion", "created": int(time.time()),
                 "model": args.served_model_name or args.model_path,
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {
                     "role": "assistant", "content": "stand-in reply", "reasoning_content": None}}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3},
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion},
             })  # fmt: skip
+
+        def stream(self, reply_id, completion):
+            """Server-sent events, a token every 5 ms, then [DONE]; the connection's end closes the body."""
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for n in range(completion):
+                time.sleep(0.005)
+                delta = {"role": "assistant", "content": "x"} if n == 0 else {"content": "x"}
+                chunk = {
+                    "id": reply_id,
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                }
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+            done = {
+                "id": reply_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+            self.wfile.write(b"data: " + json.dumps(done).encode() + b"\n\ndata: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
 
     return Handler
 

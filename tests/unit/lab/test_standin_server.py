@@ -126,6 +126,20 @@ def test_health_timeline_and_http_surface(monkeypatch):
         with urllib.request.urlopen(request, timeout=5) as response:
             reply = json.loads(response.read())
         assert reply["object"] == "chat.completion" and reply["choices"][0]["message"]["role"] == "assistant"
+        # a long completion (100 tokens, 5 ms each) is in flight, and /metrics counts it
+        long_body = json.dumps({"model": "model", "max_tokens": 100, "messages": []}).encode()
+        long_request = urllib.request.Request(base + "/v1/chat/completions", data=long_body, headers={
+            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        replies = []
+        started = time.monotonic()
+        worker = threading.Thread(target=lambda: replies.append(urllib.request.urlopen(long_request, timeout=5).read()))
+        worker.start()
+        time.sleep(0.2)
+        assert b'sglang:num_running_reqs{model_name="model"} 1.0' in get(base + "/metrics")[1]
+        worker.join()
+        assert time.monotonic() - started >= 0.5
+        assert json.loads(replies[0])["usage"]["completion_tokens"] == 100
+        assert b'sglang:num_running_reqs{model_name="model"} 0.0' in get(base + "/metrics")[1]
         state.status = "UnHealthy"  # after SIGTERM
         assert get(base + "/health")[0] == 503
     finally:

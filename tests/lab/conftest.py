@@ -49,6 +49,21 @@ def conf_text(vmid):
     return Path(f"/etc/pve/lxc/{vmid}.conf").read_text()
 
 
+# What a run refused for bad input must leave byte-for-byte as it was, besides the CT's config on the node: a
+# listing of the container's software, configuration and units, their checksums, and the units' states.
+CT_STATE = (
+    "find /opt/sglang /opt/smg /etc/sglang /etc/smg /etc/systemd/system -maxdepth 2 2>/dev/null | sort;"
+    " find /etc/sglang /etc/smg /etc/systemd/system -maxdepth 1 -type f -exec md5sum {} + 2>/dev/null | sort;"
+    " systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' 2>/dev/null"
+)
+
+
+def ct_state(vmid):
+    """(the CT's config, CT_STATE in the CT): the bad-input suites compare it before and after."""
+    inside = pct("exec", vmid, "--", "/bin/bash", "-c", CT_STATE, check=False).stdout
+    return conf_text(vmid), inside
+
+
 def destroy(vmid):
     if Path(f"/etc/pve/lxc/{vmid}.conf").exists():
         pct("destroy", vmid, "--force", "1")

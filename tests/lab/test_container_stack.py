@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import conf_text, destroy, pct, run_site
+from conftest import ct_state, destroy, pct, run_site
 
 VMID = 960
 OLD_VMID = 961
@@ -264,11 +264,11 @@ def test_bad_input_fails_before_any_change(inventory, tmp_path, extra, message):
     play(inventory)
     if extra.get("sglang_stack_profile") == "PYTHON_3_12_ONLY":
         extra = {"sglang_stack_profile": profile_file(tmp_path, ["3.12"])}
-    before = (in_ct(SNAPSHOT).stdout, conf_text(VMID))
+    before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
     proc, changed = play(inventory, "-e", json.dumps(extra))
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
-    assert (in_ct(SNAPSHOT).stdout, conf_text(VMID)) == before
+    assert (in_ct(SNAPSHOT).stdout, ct_state(VMID)) == before
 
 
 def test_a_debian_11_container_is_refused_before_anything_is_installed(lab_ready, tmp_path):

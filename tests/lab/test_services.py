@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, destroy, pct, run_site
+from conftest import REPO, ct_state, destroy, pct, run_site
 
 VMID = 970
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
@@ -356,11 +356,12 @@ def test_shrinking_the_gpu_list_stops_and_disables_the_rest(inventory):
         ({"sglang_services_model_source": "/srv/big-model"},
          "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
         ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
+        ({"sglang_services_model_stage_reserve_mb": -1}, "sglang_services_model_stage_reserve_mb is -1; it must be 0"),
     ],
 )  # fmt: skip
 def test_bad_input_fails_before_any_change(inventory, extra, message):
-    before = in_ct(SNAPSHOT).stdout
+    before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
     proc, changed = play(inventory, "-e", json.dumps(extra))
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
-    assert in_ct(SNAPSHOT).stdout == before
+    assert (in_ct(SNAPSHOT).stdout, ct_state(VMID)) == before

@@ -27,3 +27,31 @@ def test_literal_defaults_are_documented_as_they_are(role):
         if options[name].get("required"):
             continue
         assert options[name].get("default") == value, name
+
+
+# inventory variables that are not role options besides Ansible's own (ansible_*) and the lab's (lab_*): the
+# connection plugins' container id
+CONNECTION_VARS = {"proxmox_vmid"}
+
+
+@pytest.mark.parametrize("inventory", ["example", "lab"])
+def test_every_inventory_variable_is_a_role_option(inventory):
+    """A misspelt variable in a shipped inventory would be ignored silently: each must be a role option."""
+    known = set(CONNECTION_VARS)
+    for role in ROLES:
+        specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
+        for entry in specs.values():
+            known |= set(entry.get("options", {}))
+    root = ROLES[0].parents[1] / "inventories" / inventory
+    names = set()
+    for path in root.rglob("*.yml"):
+        data = yaml.safe_load(path.read_text()) or {}
+        if path.parent.name == "group_vars":
+            names |= set(data)
+        else:  # hosts.yml: the hosts' own variables
+            for group in data.get("all", data).get("children", {}).values():
+                for host in (group.get("hosts") or {}).values():
+                    names |= set(host or {})
+    assert names, root
+    unknown = sorted(name for name in names if name not in known and not name.startswith(("ansible_", "lab_")))
+    assert unknown == [], unknown

@@ -1,0 +1,162 @@
+"""site.yml as a user meets it, on a lab CT (ct990; ports 36000 + i, the router on 8990: lab CTs share the
+host's network): from an empty node to 8 healthy servers behind the router in one run, ending with the
+summary and its curl line (which works); `--check --diff` on the converged CT changes nothing; then the drift
+suite: each of the recipe's eight fixes broken by hand, plus a stopped unit, an edited unit file and a removed
+devN line, all repaired by one re-run that reports each repair; then a run reports changed=0.
+"""
+
+import json
+import re
+import subprocess
+import urllib.request
+
+import pytest
+from conftest import conf_text, destroy, pct, run_site
+
+VMID = 990
+ROUTER = "http://127.0.0.1:8990"
+ENV = "set -a; . /etc/sglang/cuda.env; set +a; "
+UV = "/usr/local/bin/uv"
+PY = "/opt/sglang/venv/bin/python"
+
+
+@pytest.fixture(scope="module")
+def first_run(lab_ready, tmp_path_factory):
+    destroy(VMID)
+    path = tmp_path_factory.mktemp("inv") / "ct990.yml"
+    path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct990": {
+        "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
+        "sglang_services_port_base": 36000, "sglang_services_nccl_port_base": 37000,
+        "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990}}}}))  # fmt: skip
+    proc, changed = run_site(path, "ct990")
+    yield path, proc, changed
+    destroy(VMID)
+
+
+@pytest.fixture
+def inventory(first_run):
+    path, proc, _ = first_run
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return path
+
+
+def in_ct(script):
+    return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
+
+
+def changed_tasks(proc):
+    """The names of the tasks that reported a change."""
+    return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
+
+
+def readiness():
+    with urllib.request.urlopen(ROUTER + "/readiness", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def summary(proc):
+    """The summary's lines, from the last task's output."""
+    block = proc.stdout.rsplit("TASK [Summary]", 1)[1].split("PLAY RECAP", 1)[0]
+    return json.loads(block.split("=>", 1)[1])["msg"]
+
+
+def test_from_an_empty_node_to_8_healthy_servers_behind_the_router_in_one_run(first_run):
+    _, proc, changed = first_run
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert re.search(r"ct990\s*:\s*ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", proc.stdout)
+    lines = summary(proc)
+    assert lines[0] == "CT 990 on lab-pve"
+    assert lines[1] == "GPUs: 8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, SM 12.0 (indexes 0,1,2,3,4,5,6,7)"
+    assert lines[2].startswith("stack: sglang 0.5.12, torch 2.11.0, flashinfer-python 0.6.11.post1, ")
+    assert "nvidia-cuda-nvcc 13.2.78" in lines[2] and "smg 1.13.0" in lines[2]
+    assert lines[4] == "endpoint: http://127.0.0.1:8990 (SGLang model gateway)"
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+    curl = lines[5].removeprefix("try: ")
+    answer = subprocess.run(["/bin/bash", "-c", curl], capture_output=True, text=True, check=True, timeout=60)
+    reply = json.loads(answer.stdout)
+    assert reply["choices"][0]["message"]["role"] == "assistant", answer.stdout
+
+
+def test_check_and_diff_on_the_converged_container_change_nothing(inventory):
+    proc, changed = run_site(inventory, "ct990", "--check", "--diff")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+BREAKS = {
+    # the recipe's fixes, in its order
+    "1 sglang 0.5.12 + torch 2.11.0": f"{UV} pip install -q --python {PY} --no-deps sglang==0.5.11"
+    f" && {UV} pip uninstall -q --python {PY} torch",
+    "2 sglang-kernel 0.4.2.post2": f"{UV} pip uninstall -q --python {PY} sglang-kernel",
+    "3 the nvcc 13.2 family": f"{UV} pip install -q --python {PY} --no-deps nvidia-nvvm==13.5.37",
+    "4 ninja-build": "dpkg -r ninja-build >/dev/null",
+    "5 LD_LIBRARY_PATH": "sed -i 's#^LD_LIBRARY_PATH=.*#LD_LIBRARY_PATH=/nowhere#' /etc/sglang/cuda.env",
+    "6 lib64, libcudart.so, the libcuda stub": ENV
+    + "rm $CUDA_HOME/lib64 $CUDA_HOME/lib/libcudart.so $CUDA_HOME/lib/stubs/libcuda.so",
+    "7 the CCCL headers": ENV + "rm $CUDA_HOME/include/nv/target",
+    "8 --attention-backend flashinfer": "sed -i 's/^attention-backend: .*/attention-backend: triton/'"
+    " /etc/sglang/instance-3.yaml",
+    # and the services' own state
+    "a stopped unit": "systemctl stop sglang@5.service",
+    "an edited unit file": "echo 'Environment=EDITED_BY_HAND=1' >>/etc/systemd/system/sglang@.service",
+}
+
+
+def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory):
+    for name, command in BREAKS.items():
+        assert in_ct(command).returncode == 0, name
+    path = f"/etc/pve/lxc/{VMID}.conf"  # and a devN line removed from the CT's config on the node
+    with open(path) as handle:
+        kept = [line for line in handle if not line.startswith("dev3:")]
+    with open(path, "w") as handle:
+        handle.writelines(kept)
+    assert "dev3:" not in conf_text(VMID)
+    assert in_ct("command -v ninja").returncode != 0
+
+    proc, changed = run_site(inventory, "ct990")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    reported = changed_tasks(proc)
+    text = " ".join(proc.stdout.split())
+    expected = {
+        "1, 2, 3": "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock",
+        "4": "gpulxc.sglang.jit_toolchain : Install ninja, the host C++ compiler and the Python headers",
+        "5": "gpulxc.sglang.cuda_surgery : Write the CUDA environment file",
+        "6 lib64": "gpulxc.sglang.cuda_surgery : Link lib64 to lib (FlashInfer links -L$CUDA_HOME/lib64; the wheels"
+        " ship lib/ only)",
+        "6 libcudart.so": "gpulxc.sglang.cuda_surgery : Link the unversioned libraries the linker and JIT builds look"
+        " for",
+        "7": "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)",
+        "8": "gpulxc.sglang.sglang_services : Write each instance's configuration (its flags; root and the service"
+        " user only, it may hold the key)",
+        "stopped unit": "gpulxc.sglang.sglang_services : Start and enable every instance",
+        "edited unit": "gpulxc.sglang.sglang_services : Write the template unit sglang@.service",
+        "devN": "gpulxc.sglang.pct_container : Create the container or bring its config to what is asked",
+    }
+    missing = {fix: task for fix, task in expected.items() if task not in reported}
+    assert not missing, (missing, reported)
+    assert any(name.startswith("gpulxc.sglang.cuda_surgery : ") and "libcuda" in name for name in reported), reported
+    # the stack's repair names each package it put back (installed -> locked)
+    for drifted in ("sglang 0.5.11 -> 0.5.12", "torch absent -> 2.11.0", "sglang-kernel absent -> 0.4.2.post2",
+                    "nvidia-nvvm 13.5.37 -> 13.2.78"):  # fmt: skip
+        assert drifted in text, drifted
+
+    # repaired, not only reported
+    freeze = in_ct(f"{UV} pip freeze --python {PY}").stdout
+    for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "nvidia-nvvm==13.2.78"):
+        assert pin in freeze, pin
+    assert in_ct("command -v ninja").returncode == 0
+    assert "/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
+    assert (
+        in_ct(
+            ENV + "test -L $CUDA_HOME/lib64 && test -e $CUDA_HOME/lib/libcudart.so"
+            " && test -e $CUDA_HOME/lib/stubs/libcuda.so && test -e $CUDA_HOME/include/nv/target"
+        ).returncode
+        == 0
+    )
+    assert "attention-backend: flashinfer" in in_ct("cat /etc/sglang/instance-3.yaml").stdout
+    assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
+    assert "dev3: /dev/nvidia3" in conf_text(VMID)
+    assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+    proc, changed = run_site(inventory, "ct990")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark of site.yml in the lab (not a test: it prints one table and asserts nothing but success).
+
+On a fresh lab CT (ct995: ports 38000 + i, the router on 8995; lab CTs share the host's network):
+fresh converge from an empty node, a no-op re-run, then the instances' time to all healthy on a cold JIT
+cache (instance 0 alone, then the rest) and on a warm one (all together), each against its bound from
+the single-instance times (the stand-in servers get staggered load/warm-up delays, as in the services
+suite). Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
+"""
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VMID = 995
+NAME = f"ct{VMID}"
+PLAN = {str(i): {"load_s": load, "warmup_s": warm}
+        for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])}  # fmt: skip
+DELAY = {int(i): p["load_s"] + p["warmup_s"] for i, p in PLAN.items()}
+
+
+def pct(*args):
+    return subprocess.run(["/usr/sbin/pct", *map(str, args)], capture_output=True, text=True, check=False)
+
+
+def in_ct(script):
+    return pct("exec", VMID, "--", "/bin/bash", "-c", script)
+
+
+def site(inventory, *args):
+    """(seconds, ok, changed) of one site.yml run; exits on failure."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", "inventories/lab", "-i", str(inventory),
+         "-l", NAME, *args],
+        capture_output=True, text=True, check=False, cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
+    )  # fmt: skip
+    took = time.monotonic() - started
+    recap = re.search(rf"{NAME}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout)
+    if proc.returncode != 0 or not recap:
+        sys.exit(f"site.yml failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    return took, int(recap.group(1)), int(recap.group(2))
+
+
+def start_times(since):
+    """{GPU index: (started, ready)} from each instance's journal (systemd's Started, the server's fired up)."""
+    times = {}
+    for i in range(8):
+        out = in_ct(f"journalctl -u sglang@{i}.service -o json --since @{since:.0f} --no-pager").stdout
+        started = ready = None
+        for entry in map(json.loads, out.splitlines()):
+            stamp = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            message = entry.get("MESSAGE") or ""
+            if message.startswith("Started ") and stamp >= since:
+                started, ready = stamp, None
+            elif "fired up and ready to roll" in message and started is not None:
+                ready = stamp
+        times[i] = (started, ready)
+    return times
+
+
+def main():
+    if os.geteuid() != 0 or not Path("/usr/sbin/pct").exists():
+        sys.exit("run as root with the lab built (make lab)")
+    pct("destroy", VMID, "--force", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        inventory = Path(tmp) / f"{NAME}.yml"
+        inventory.write_text(json.dumps({"sglang_containers": {"hosts": {NAME: {
+            "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
+            "sglang_services_port_base": 38000, "sglang_services_nccl_port_base": 39000,
+            "sglang_router_port": 8995, "sglang_router_prometheus_port": 29995}}}}))  # fmt: skip
+        rows = []
+        took, ok, changed = site(inventory)
+        rows.append(("fresh converge from an empty node", f"{took:.1f} s", f"{ok} tasks, {changed} changed", ""))
+        took, ok, changed = site(inventory)
+        rows.append(
+            ("no-op re-run", f"{took:.1f} s", f"{ok} tasks, {changed} changed", f"{took / ok * 1000:.0f} ms/task")
+        )
+
+        extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(PLAN)}})
+        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        since = time.time()
+        site(inventory, "--tags", "services", "-e", extra)
+        cold = start_times(since)
+        t0 = cold[0][1] - cold[0][0]
+        cold_total = max(ready for _, ready in cold.values()) - cold[0][0]
+        others = max(DELAY[i] for i in range(1, 8))
+        rows.append(("cold: all 8 healthy (instance 0 builds the JIT kernels alone)", f"{cold_total:.1f} s",
+                     f"bound {t0:.1f} + {others} + 10 = {t0 + others + 10:.1f} s",
+                     f"one after another: {t0 + sum(DELAY[i] for i in range(1, 8)):.1f} s"))  # fmt: skip
+
+        in_ct("systemctl stop sglang@{0..7}.service")
+        since = time.time()
+        site(inventory, "--tags", "services", "-e", extra)
+        warm = start_times(since)
+        warm_total = max(ready for _, ready in warm.values()) - min(start for start, _ in warm.values())
+        rows.append(("warm: all 8 healthy (together)", f"{warm_total:.1f} s",
+                     f"bound {max(DELAY.values())} + 10 = {max(DELAY.values()) + 10} s",
+                     f"one after another: {sum(DELAY.values())} s"))  # fmt: skip
+        site(inventory)  # back to the inventory's settings
+    pct("destroy", VMID, "--force", "1")
+
+    print(f"site.yml in the lab, {time.strftime('%Y-%m-%d')}: {os.cpu_count()} cores, "
+          f"{platform.system()} {platform.release()}, Python {platform.python_version()}")  # fmt: skip
+    print("| measure | time | against | note |\n|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -232,6 +232,8 @@ def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path
          "sglang_router_port 34003 is the port of an SGLang instance (sglang_services_port_base + GPU index)"),
         ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
         ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
+        ({"sglang_services_api_key": "k", "sglang_services_api_key_require_vault": False},
+         "sglang_services_api_key is set: the router cannot health-check or reach servers that require a key"),
     ],
 )  # fmt: skip
 def test_bad_input_fails_before_any_change(inventory, extra, message):

@@ -31,6 +31,11 @@ def run_site(inventory, limit, *args):
     return proc, int(recap.group(1)) if recap else None
 
 
+def changed_tasks(proc):
+    """The names of the tasks that reported a change."""
+    return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
+
+
 def pct(*args, check=True, stdin=None):
     proc = subprocess.run(["/usr/sbin/pct", *map(str, args)], capture_output=True, text=True, check=False, stdin=stdin)
     if check and proc.returncode != 0:

@@ -11,7 +11,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from conftest import conf_text, destroy, pct, run_site
+from conftest import changed_tasks, conf_text, destroy, pct, run_site
 
 VMID = 990
 ROUTER = "http://127.0.0.1:8990"
@@ -42,11 +42,6 @@ def inventory(first_run):
 
 def in_ct(script):
     return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
-
-
-def changed_tasks(proc):
-    """The names of the tasks that reported a change."""
-    return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
 
 
 def readiness():

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, ct_state, destroy, pct, run_site
+from conftest import REPO, changed_tasks, ct_state, destroy, pct, run_site
 
 VMID = 970
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
@@ -218,6 +218,55 @@ def test_a_new_stack_clears_the_jit_caches_first(inventory):
     assert health() == {str(i): "200" for i in range(8)}
     proc, changed = play(inventory)  # the lock is back: the caches are cleared once more, then no change
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+OP = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/cached_ops/gpulxc_standin_decode"
+
+
+def wait_for(script, deadline_s=60, interval=0.1):
+    deadline = time.monotonic() + deadline_s
+    while in_ct(script).returncode != 0:
+        assert time.monotonic() < deadline, script
+        time.sleep(interval)
+
+
+def test_eight_started_together_on_a_cold_cache_build_the_jit_kernels_once(inventory):
+    """As at boot after a new stack: all 8 start at the same moment and race for the build's lock."""
+    in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+    since = time.time()
+    time.sleep(1)  # start_times reads the journal from a whole second (`--since @<s>`)
+    assert in_ct("systemctl start sglang@{0..7}.service").returncode == 0
+    wait_healthy()
+    times = start_times(since)
+    starts = [start for start, _ in times.values()]
+    assert max(starts) - min(starts) < 2, times  # they did start together
+    builds = in_ct(f"cat {BUILDS}").stdout.splitlines()
+    assert len(builds) == 1, builds
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_a_jit_build_killed_half_way_is_recovered_by_a_rerun(inventory):
+    """SIGKILL during instance 0's first build, and the truncated library a kill during the link leaves
+    (not in ninja's log): the instance fails at every start until a re-run removes the unfinished build."""
+    in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+    in_ct("systemctl start sglang@0.service")
+    wait_for(f"test -e {OP}/build.ninja")
+    in_ct("systemctl kill -s KILL sglang@0.service; systemctl stop sglang@0.service")  # ninja and nvcc die with it
+    assert in_ct(f"test -e {OP}/gpulxc_standin_decode.so").returncode != 0  # killed before its link
+    in_ct(f"head -c 4096 /usr/bin/python3 >{OP}/gpulxc_standin_decode.so")  # what a kill during the link leaves
+    in_ct("systemctl start sglang@0.service")
+    wait_for("journalctl -u sglang@0.service --no-pager | grep -q 'gpulxc_standin_decode.so: file too short'", 30)
+    assert in_ct(f"cat {BUILDS}").stdout.count("started") == 1  # it loads the broken library, never rebuilds
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "gpulxc.sglang.sglang_services : Remove JIT builds killed half-way; is the JIT cache warm?" in (
+        changed_tasks(proc)
+    ), proc.stdout[-3000:]
+    wait_healthy()
+    assert in_ct(f"cat {BUILDS}").stdout.count("started") == 2  # the killed build, then one good one
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 

@@ -151,31 +151,43 @@ def file_lock(path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def load_library(path):
+    """What dlopen checks first: a complete ELF file (a link killed half-way leaves a truncated one)."""
+    data = path.read_bytes()
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        die(f"OSError: {path}: file too short" if len(data) < 64 else f"OSError: {path}: invalid ELF header")
+    shoff, shentsize, shnum = int.from_bytes(data[40:48], "little"), data[58] | data[59] << 8, data[60] | data[61] << 8
+    if shoff + shentsize * shnum > len(data):
+        die(f"OSError: {path}: file too short")
+
+
 def jit_build():
-    """FlashInfer's first-start JIT: one build into the shared cache, under its per-op file lock."""
+    """FlashInfer's first-start JIT: under its per-op file lock, build the op unless its library exists
+    (FlashInfer's is_compiled), with ninja linking straight into the library; then load it."""
     base = Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or Path.home())
     ops = base / ".cache/flashinfer" / FLASHINFER_VERSION / "120a" / "cached_ops"
     name = "gpulxc_standin_decode"
+    built = False
     with file_lock(ops / "tmp" / f"{name}.lock"):
         target = ops / name / f"{name}.so"
-        if target.exists():
-            return False
-        build = ops / name
-        build.mkdir(parents=True, exist_ok=True)
-        (build / f"{name}.cu").write_text(KERNEL)
-        (build / "build.ninja").write_text(
-            "rule nvcc\n  command = nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
-            "rule link\n  command = c++ -shared $in -o $out -L$$CUDA_HOME/lib64 -L$$CUDA_HOME/lib64/stubs"
-            " -lcudart -lcuda\n"
-            f"build {name}.o: nvcc {name}.cu\nbuild {name}.so.tmp: link {name}.o\n"
-        )  # fmt: skip
-        proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            die(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
-        os.replace(build / f"{name}.so.tmp", target)
-        with (ops.parent / "gpulxc-standin-builds.log").open("a") as log:
-            log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()}\n")
-        return True
+        if not target.exists():
+            build = ops / name
+            build.mkdir(parents=True, exist_ok=True)
+            (build / f"{name}.cu").write_text(KERNEL)
+            (build / "build.ninja").write_text(
+                "rule nvcc\n  command = nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
+                "rule link\n  command = c++ -shared $in -o $out -L$$CUDA_HOME/lib64 -L$$CUDA_HOME/lib64/stubs"
+                " -lcudart -lcuda\n"
+                f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"
+            )  # fmt: skip
+            with (ops.parent / "gpulxc-standin-builds.log").open("a") as log:
+                log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} started\n")
+            proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                die(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
+            built = True
+        load_library(target)
+    return built
 
 
 class State:

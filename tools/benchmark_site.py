@@ -2,10 +2,13 @@
 """Benchmark of site.yml in the lab (not a test: it prints one table and asserts nothing but success).
 
 On a fresh lab CT (ct995: ports 38000 + i, the router on 8995; lab CTs share the host's network):
-fresh converge from an empty node, a no-op re-run, then the instances' time to all healthy on a cold JIT
-cache (instance 0 alone, then the rest) and on a warm one (all together), each against its bound from
-the single-instance times (the stand-in servers get staggered load/warm-up delays, as in the services
-suite). Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
+fresh converge from an empty node; a no-op re-run over the collection's connection (gpulxc.sglang.pct_ssh)
+and the same play over the stock community.proxmox.proxmox_pct_remote, side by side (their ratio and time
+per task); then the instances' time to all healthy on a cold JIT cache (instance 0 alone, then the rest)
+and on a warm one (all together), each against its bound from the single-instance times (the stand-in
+servers get staggered load/warm-up delays, as in the services suite), and the JIT builds when all 8 start
+at the same moment on an empty cache (the stand-in logs each build it starts).
+Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
 """
 
 import json
@@ -24,6 +27,11 @@ NAME = f"ct{VMID}"
 PLAN = {str(i): {"load_s": load, "warmup_s": warm}
         for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])}  # fmt: skip
 DELAY = {int(i): p["load_s"] + p["warmup_s"] for i, p in PLAN.items()}
+BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
+ALL_HEALTHY = (
+    'import urllib.request as u; [u.urlopen(f"http://127.0.0.1:{38000 + i}/health", timeout=5) for i in range(8)]'
+)
+STOCK = ("-e", "lab_pct_connection=community.proxmox.proxmox_pct_remote")
 
 
 def pct(*args):
@@ -81,9 +89,12 @@ def main():
         took, ok, changed = site(inventory)
         rows.append(("fresh converge from an empty node", f"{took:.1f} s", f"{ok} tasks, {changed} changed", ""))
         took, ok, changed = site(inventory)
-        rows.append(
-            ("no-op re-run", f"{took:.1f} s", f"{ok} tasks, {changed} changed", f"{took / ok * 1000:.0f} ms/task")
-        )
+        rows.append(("no-op re-run (gpulxc.sglang.pct_ssh)", f"{took:.1f} s", f"{ok} tasks, {changed} changed",
+                     f"{took / ok * 1000:.0f} ms/task"))  # fmt: skip
+        stock, ok, changed = site(inventory, *STOCK)
+        rows.append(("no-op re-run (community.proxmox.proxmox_pct_remote)", f"{stock:.1f} s",
+                     f"{ok} tasks, {changed} changed", f"{stock / ok * 1000:.0f} ms/task"))  # fmt: skip
+        rows.append(("no-op ratio pct_ssh / stock", f"{took / stock:.2f}", "target <= 0.15, and <= 20 s", ""))
 
         extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(PLAN)}})
         in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
@@ -105,6 +116,16 @@ def main():
         rows.append(("warm: all 8 healthy (together)", f"{warm_total:.1f} s",
                      f"bound {max(DELAY.values())} + 10 = {max(DELAY.values()) + 10} s",
                      f"one after another: {sum(DELAY.values())} s"))  # fmt: skip
+
+        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        in_ct("systemctl start sglang@{0..7}.service")  # all 8 at the same moment, as at boot
+        deadline = time.monotonic() + 120
+        while in_ct(f"python3 -c '{ALL_HEALTHY}'").returncode:
+            if time.monotonic() > deadline:
+                sys.exit("the 8 instances started together did not become healthy")
+            time.sleep(1)
+        builds = len(in_ct(f"cat {BUILDS}").stdout.splitlines())
+        rows.append(("JIT builds: 8 started together on an empty cache", str(builds), "target 1", ""))
         site(inventory)  # back to the inventory's settings
     pct("destroy", VMID, "--force", "1")
 

@@ -36,6 +36,13 @@ def changed_tasks(proc):
     return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
 
 
+def task_output(proc, name):
+    """What a task printed: from its TASK line to the next task's ("" when it did not run)."""
+    if f"TASK [{name}]" not in proc.stdout:
+        return ""
+    return proc.stdout.split(f"TASK [{name}]", 1)[1].split("\nTASK [", 1)[0]
+
+
 def pct(*args, check=True, stdin=None):
     proc = subprocess.run(["/usr/sbin/pct", *map(str, args)], capture_output=True, text=True, check=False, stdin=stdin)
     if check and proc.returncode != 0:

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import ct_state, destroy, pct, run_site
+from conftest import changed_tasks, ct_state, destroy, pct, run_site, task_output
 
 VMID = 960
 OLD_VMID = 961
@@ -48,11 +48,6 @@ def play(inventory, *extra, limit="ct960", whole=False):
     pct_container's suite, and skipping its no-op run keeps this suite's many runs short."""
     tags = ["--skip-tags=services"] if whole else [] if "--skip-tags" in extra else ["--tags=stack"]
     return run_site(inventory, limit, *tags, *extra)
-
-
-def changed_tasks(proc):
-    """The names of the tasks that reported a change."""
-    return re.findall(r"TASK \[([^\]]+)\][^\n]*\n(?:(?!TASK \[)[^\n]*\n)*?changed: ", proc.stdout)
 
 
 def in_ct(script, vmid=VMID):
@@ -186,14 +181,16 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     for command in breaks:
         assert in_ct(command).returncode == 0, command
     assert "nvidia-nvvm==13.5.37" in freeze() and "sglang==0.5.11" in freeze()
-    proc, changed = play(inventory)
+    proc, changed = play(inventory, "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     reported = changed_tasks(proc)
     stack = "gpulxc.sglang.sglang_stack : "
     assert stack + "Resolve the stack once and keep the virtual environment at its lock" in reported
     assert re.search(r"nvidia-nvvm 13\.5\.37\s+-> 13\.2\.78, sglang 0\.5\.11\s+-> 0\.5\.12", proc.stdout)
-    assert "gpulxc.sglang.cuda_surgery : Write the CUDA environment file" in reported
-    assert any(name.startswith("gpulxc.sglang.cuda_surgery : Link lib64") for name in reported), reported
+    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout, write the environment file and the validation program"
+    assert layout in reported, reported
+    for path in ("/etc/sglang/cuda.env", "/nvidia/cu13/lib64"):  # each repair named in the task's diff
+        assert re.search(rf"^--- before: \S*{re.escape(path)}$", task_output(proc, layout), re.M), path
     assert any("CCCL" in name for name in reported), reported
     installed = freeze()
     assert "nvidia-nvvm==13.2.78" in installed and "sglang==0.5.12" in installed

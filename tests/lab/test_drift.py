@@ -11,7 +11,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from conftest import changed_tasks, conf_text, destroy, pct, run_site
+from conftest import changed_tasks, conf_text, destroy, pct, run_site, task_output
 
 VMID = 990
 ROUTER = "http://127.0.0.1:8990"
@@ -107,27 +107,35 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     assert "dev3:" not in conf_text(VMID)
     assert in_ct("command -v ninja").returncode != 0
 
-    proc, changed = run_site(inventory, "ct990")
+    proc, changed = run_site(inventory, "ct990", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     reported = changed_tasks(proc)
     text = " ".join(proc.stdout.split())
+    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout, write the environment file and the validation program"
+    services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration and"
+                " the units")  # fmt: skip
+    stack = "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock"
+    cccl = "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)"
+    start = "gpulxc.sglang.sglang_services : Start and enable every instance not running or not enabled"
+    # fix: (the task that reports it, the path its diff names where one task keeps several paths)
     expected = {
-        "1, 2, 3": "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock",
-        "4": "gpulxc.sglang.jit_toolchain : Install ninja, the host C++ compiler and the Python headers",
-        "5": "gpulxc.sglang.cuda_surgery : Write the CUDA environment file",
-        "6 lib64": "gpulxc.sglang.cuda_surgery : Link lib64 to lib (FlashInfer links -L$CUDA_HOME/lib64; the wheels"
-        " ship lib/ only)",
-        "6 libcudart.so": "gpulxc.sglang.cuda_surgery : Link the unversioned libraries the linker and JIT builds look"
-        " for",
-        "7": "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)",
-        "8": "gpulxc.sglang.sglang_services : Write each instance's configuration (its flags; root and the service"
-        " user only, it may hold the key)",
-        "stopped unit": "gpulxc.sglang.sglang_services : Start and enable every instance",
-        "edited unit": "gpulxc.sglang.sglang_services : Write the template unit sglang@.service",
-        "devN": "gpulxc.sglang.pct_container : Create the container or bring its config to what is asked",
+        "1, 2, 3": (stack, None),
+        "4": ("gpulxc.sglang.jit_toolchain : Install ninja, the host C++ compiler and the Python headers", None),
+        "5": (layout, "/etc/sglang/cuda.env"),
+        "6 lib64": (layout, "/nvidia/cu13/lib64"),
+        "6 libcudart.so": (layout, "/nvidia/cu13/lib/libcudart.so"),
+        "7": (cccl, None),
+        "8": (services, "/etc/sglang/instance-3.yaml"),
+        "stopped unit": (start, None),
+        "edited unit": (services, "/etc/systemd/system/sglang@.service"),
+        "devN": ("gpulxc.sglang.pct_container : Create the container or bring its config to what is asked", None),
     }
-    missing = {fix: task for fix, task in expected.items() if task not in reported}
+    missing = {fix: task for fix, (task, _) in expected.items() if task not in reported}
     assert not missing, (missing, reported)
+    for fix, (task, path) in expected.items():  # each path the one task repaired is in its diff
+        assert path is None or re.search(rf"^--- before: \S*{re.escape(path)}$", task_output(proc, task), re.M), fix
+    unchanged = [p for p in ("instance-2.yaml", "instance-4.yaml") if p in task_output(proc, services)]
+    assert not unchanged, unchanged  # and only those
     assert any(name.startswith("gpulxc.sglang.cuda_surgery : ") and "libcuda" in name for name in reported), reported
     # the stack's repair names each package it put back (installed -> locked)
     for drifted in ("sglang 0.5.11 -> 0.5.12", "torch absent -> 2.11.0", "sglang-kernel absent -> 0.4.2.post2",

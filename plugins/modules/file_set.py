@@ -158,7 +158,7 @@ def mode_of(module, entry):
 def describe(path):
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None, "absent\n"
     if stat.S_ISLNK(info.st_mode):
         return info, f"link -> {os.readlink(path)}\n"
@@ -176,9 +176,12 @@ def directory(module, entry):
     if before == wanted:
         return None
     if not module.check_mode:
-        os.makedirs(entry["path"], mode=mode, exist_ok=True)
-        os.chown(entry["path"], uid, gid)
-        os.chmod(entry["path"], mode)
+        try:
+            os.makedirs(entry["path"], mode=mode, exist_ok=True)
+            os.chown(entry["path"], uid, gid)
+            os.chmod(entry["path"], mode)
+        except OSError as error:
+            module.fail_json(msg=f"{entry['path']}: cannot make the directory: {error}")
     return {"before_header": entry["path"], "after_header": entry["path"], "before": before, "after": wanted}
 
 
@@ -198,7 +201,10 @@ def regular_file(module, entry):
     if same_meta and old == content:
         return None
     if not module.check_mode:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".file_set.")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".file_set.")
+        except OSError as error:
+            module.fail_json(msg=f"{path}: cannot write it ({error}): make its directory first (directories)")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(content)
@@ -226,10 +232,13 @@ def link(module, entry):
         return None
     if not module.check_mode:
         tmp = os.path.join(os.path.dirname(path), f".file_set.{os.getpid()}.{os.path.basename(path)}")
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(src, tmp)
-        os.replace(tmp, path)
+        try:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(src, tmp)
+            os.replace(tmp, path)
+        except OSError as error:
+            module.fail_json(msg=f"{path}: cannot link it to {src}: {error}")
     return {"before_header": path, "after_header": path, "before": before, "after": f"link -> {src}\n"}
 
 

@@ -101,3 +101,17 @@ def test_an_owner_left_out_is_left_as_it_is(module_exits, tmp_path):
     assert ok and result["changed"] is False and (cache.stat().st_uid, cache.stat().st_gid) == (1234, 1234)
     ok, result = run(module_exits, directories=[{"path": str(cache), "owner": "root", "group": "root"}])
     assert ok and result["changed"] is True and cache.stat().st_uid == 0
+
+
+def test_a_file_in_a_missing_directory_is_named(module_exits, tmp_path):
+    path = tmp_path / "no-such-dir/f"
+    ok, result = run(module_exits, files=[{"path": str(path), "content": "x"}])
+    assert not ok and str(path) in result["msg"] and "make its directory first" in result["msg"]
+
+
+def test_a_directory_or_link_that_cannot_be_made_is_named(module_exits, tmp_path):
+    (tmp_path / "file").write_text("")
+    ok, result = run(module_exits, directories=[{"path": str(tmp_path / "file/sub")}])
+    assert not ok and "cannot make the directory" in result["msg"]
+    ok, result = run(module_exits, links=[{"path": str(tmp_path / "missing/link"), "src": "x"}])
+    assert not ok and "cannot link it to x" in result["msg"]

@@ -14,7 +14,8 @@ description:
     it changed. One call in place of a task per path, which costs a round trip through the connection each
     on a re-run that changes nothing.
   - Files are written atomically (a temporary file in the same directory, its owner and mode set, then
-    renamed over the old one). Directories are made with their missing parents. A link replaces a file or
+    renamed over the old one). Directories are made with their missing parents; one reached through a
+    symbolic link is kept and its target gets the owner and mode. A link replaces a file or
     a link at its path, never a directory.
   - Render templates on the controller with C(lookup('ansible.builtin.template', ...)) and pass the text as
     O(files[].content).
@@ -144,6 +145,8 @@ def ids(module, entry, info):
         uid = pwd.getpwnam(entry["owner"]).pw_uid if entry["owner"] else (info.st_uid if info else os.geteuid())
         gid = grp.getgrnam(entry["group"]).gr_gid if entry["group"] else (info.st_gid if info else os.getegid())
     except KeyError as error:
+        if module.check_mode:  # an earlier task of the run would create it: the names stand for the ids
+            return entry["owner"] or "", entry["group"] or ""
         module.fail_json(msg=f"{entry['path']}: no such user or group in the container: {error}")
     return uid, gid
 
@@ -155,9 +158,9 @@ def mode_of(module, entry):
         module.fail_json(msg=f"{entry['path']}: mode {entry['mode']!r} is not an octal number such as '0644'")
 
 
-def describe(path):
+def describe(path, follow=False):
     try:
-        info = os.lstat(path)
+        info = os.stat(path) if follow else os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None, "absent\n"
     if stat.S_ISLNK(info.st_mode):
@@ -167,7 +170,7 @@ def describe(path):
 
 
 def directory(module, entry):
-    info, before = describe(entry["path"])
+    info, before = describe(entry["path"], follow=True)  # a link to a directory is kept, its target set
     uid, gid = ids(module, entry, info)
     mode = mode_of(module, entry)
     if info is not None and not stat.S_ISDIR(info.st_mode):

@@ -19,7 +19,8 @@ description:
     C(cached_ops/tmp/<op>.lock), tvm-ffi's C(<build dir>/lock)); a build in progress is never touched.
   - V(unfinished) - not finished and nobody holds its lock - a build killed half-way (a SIGKILL during
     the link leaves a truncated library that a loader takes for a finished one, flashinfer#972). These
-    directories are removed so that the next start builds them again, under its lock.
+    directories are removed while the module holds their locks (taken without waiting), so that no build
+    starts in them meanwhile; the next start builds them again.
   - Reports whether the cache is warm (at least one finished build).
 author:
   - gpulxc.sglang developers (@gpulxc)
@@ -80,6 +81,7 @@ import errno
 import fcntl
 import os
 import shutil
+from contextlib import contextmanager
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -120,24 +122,28 @@ def lock_files(build_dir):
     return [os.path.join(parent, "tmp", name + ".lock"), os.path.join(build_dir, "lock")]
 
 
-def is_locked(build_dir):
-    """Another process holds one of the build's locks (fcntl/flock, as filelock takes them)."""
-    for lock in lock_files(build_dir):
-        try:
-            handle = os.open(lock, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if error.errno in (errno.EAGAIN, errno.EACCES):
-                return True
-            raise
-        else:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        finally:
-            os.close(handle)
-    return False
+@contextmanager
+def build_locks(build_dir):
+    """Take each existing lock of the build without waiting (flock, as filelock takes them); yields False when
+    another process holds one. Held while the caller looks again and removes, so no build starts meanwhile."""
+    handles = []
+    try:
+        for lock in lock_files(build_dir):
+            try:
+                handles.append(os.open(lock, os.O_RDONLY))
+            except OSError:
+                continue
+            try:
+                fcntl.flock(handles[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                yield False
+                return
+        yield True
+    finally:
+        for handle in handles:
+            os.close(handle)  # releases its lock
 
 
 def build_dirs(root):
@@ -155,16 +161,19 @@ def main():
     for build_dir in build_dirs(root):
         if is_finished(build_dir):
             finished.append(build_dir)
-        elif is_locked(build_dir):
-            building.append(build_dir)
-        else:
-            removed.append(build_dir)
-    if not module.check_mode:
-        for build_dir in removed:
-            try:
-                shutil.rmtree(build_dir)
-            except OSError as error:
-                module.fail_json(msg=f"Cannot remove the unfinished JIT build {build_dir}: {error}")
+            continue
+        with build_locks(build_dir) as free:
+            if not free:
+                building.append(build_dir)
+            elif is_finished(build_dir):  # finished while we looked
+                finished.append(build_dir)
+            else:
+                removed.append(build_dir)
+                if not module.check_mode:
+                    try:
+                        shutil.rmtree(build_dir)
+                    except OSError as error:
+                        module.fail_json(msg=f"Cannot remove the unfinished JIT build {build_dir}: {error}")
     result = {"changed": bool(removed), "warm": bool(finished), "finished": finished, "building": building,
               "removed": removed}  # fmt: skip
     if module._diff and removed:

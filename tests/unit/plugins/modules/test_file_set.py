@@ -115,3 +115,17 @@ def test_a_directory_or_link_that_cannot_be_made_is_named(module_exits, tmp_path
     assert not ok and "cannot make the directory" in result["msg"]
     ok, result = run(module_exits, links=[{"path": str(tmp_path / "missing/link"), "src": "x"}])
     assert not ok and "cannot link it to x" in result["msg"]
+
+
+def test_a_directory_reached_through_a_link_is_kept_and_its_target_set(module_exits, tmp_path):
+    (tmp_path / "volume").mkdir(mode=0o700)
+    (tmp_path / "cache").symlink_to("volume")
+    ok, result = run(module_exits, directories=[{"path": str(tmp_path / "cache"), "mode": "0755"}])
+    assert ok and result["changed"] is True and (tmp_path / "cache").is_symlink()
+    assert stat.S_IMODE((tmp_path / "volume").stat().st_mode) == 0o755
+
+
+def test_check_mode_with_a_user_not_made_yet_reports_a_change(module_exits, tmp_path):
+    entry = {"path": str(tmp_path / "f"), "content": "x", "owner": "no-such-user-gpulxc"}
+    ok, result = run(module_exits, check_mode=True, files=[entry])
+    assert ok and result["changed_paths"] == [entry["path"]] and not (tmp_path / "f").exists()

@@ -124,3 +124,40 @@ def test_stopped_container(inventory, plugin, message):
         assert message in proc.stdout + proc.stderr
     finally:
         pct("start", VMID)
+
+
+def verbose_run(inventory, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    return subprocess.run(
+        [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-vvv", *extra],
+        capture_output=True, text=True, env=env, check=False, cwd=REPO,
+    )  # fmt: skip
+
+
+def test_commands_go_through_one_channel_that_outlives_a_container_restart(inventory):
+    first = verbose_run(inventory, "-m", "ansible.builtin.command", "-a", "cat /proc/1/comm")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "PCT CHANNEL" in first.stdout
+    assert "PCT EXEC" not in first.stdout  # no command needed its own SSH session and pct exec
+    # the container restarts under the channel: the next command starts a new one (no error, no retry by hand)
+    pct("stop", VMID)
+    pct("start", VMID)
+    again = verbose_run(inventory, "-m", "ansible.builtin.command", "-a", "cat /proc/1/comm")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "systemd" in again.stdout
+
+
+def test_two_runs_at_once_on_one_container_both_finish(inventory):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    runs = []
+    for i in range(2):
+        runs.append(subprocess.Popen(
+            [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-vvv",
+             "-m", "ansible.builtin.shell", "-a", f"sleep 3; echo run-{i}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+        ))  # fmt: skip
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert all(f"run-{i}" in out for i, out in enumerate(outputs))
+    # one of them found the channel busy and ran with its own pct exec instead of waiting
+    assert sum("PCT CHANNEL not used (busy)" in out for out in outputs) == 1

@@ -48,7 +48,7 @@ def ssh(monkeypatch):
 
 def connect(user="root", **options):
     conn = connection_loader.get("gpulxc.sglang.pct_ssh", PlayContext(), None)
-    conn.set_options(direct={"host": "pve1", "remote_user": user, "vmid": 200, **options})
+    conn.set_options(direct={"host": "pve1", "remote_user": user, "vmid": 200, "pct_channel": False, **options})
     return conn
 
 

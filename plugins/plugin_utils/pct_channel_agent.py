@@ -1,0 +1,223 @@
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The container's side of gpulxc.sglang.pct_ssh's channel (see pct_channel.py): this file's text is sent to
+`python3` in the container and runs there, one command at a time, until its stdin closes.
+
+Protocol on stdin/stdout: a JSON line {"cmd": <shell command line>, "in": <bytes of stdin, -1 for none>},
+those bytes; the answer is a JSON line {"rc": ..., "out": <bytes>, "err": <bytes>, "via": "fork" or "shell"},
+then stdout, stderr.
+
+A command is run as `/bin/sh -c <cmd>` would run it (stdin the data given, else /dev/null), with one
+exception that changes how, never what: an Ansible module piped to this same Python
+(`[NAME=value ...] <python3> && sleep 0` with the AnsiballZ wrapper as stdin) runs in a child forked from
+this process, which has already imported the Python standard library and the `ansible.module_utils` files the
+modules share (from the first module's own payload). A fresh Python spends about 100 ms importing those for
+every module. The child runs the payload unchanged; only files whose bytes (CRC-32 and size) are those of the
+payload's own copies are taken from the preloaded ones, everything else the payload brings is imported from
+the payload itself. Anything else, or a payload whose shared files differ, runs with `/bin/sh -c`.
+Runs on the container's python3 (3.6 or newer): no annotations, no f-strings, standard library only.
+"""
+
+import base64
+import io
+import json
+import os
+import re
+import select
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+import zipfile
+import zipimport
+
+READY = b"gpulxc-pct-channel ready\n"
+PRELOAD = ("ansible.module_utils.basic", "ansible.module_utils._internal._ansiballz._loader")
+ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+ZIP_DATA = re.compile(rb"\nzip_data='([A-Za-z0-9+/=]+)'")
+
+
+def module_payload(cmd, data):
+    """(environment, zip bytes) when `cmd` pipes an AnsiballZ payload to this very Python, else None."""
+    words = _shell_words(cmd) if data and b"_ANSIBALLZ_WRAPPER = True" in data else None
+    env = {}
+    while words and ENV_WORD.match(words[0]):
+        name, value = ENV_WORD.match(words.pop(0)).groups()
+        env[name] = value
+    if not words or len(words) != 4 or words[1:] != ["&&", "sleep", "0"]:
+        return None
+    found = ZIP_DATA.search(data)
+    if not found or os.path.realpath(shutil.which(words[0]) or words[0]) != os.path.realpath(sys.executable):
+        return None
+    return env, base64.b64decode(found.group(1))
+
+
+def _shell_words(cmd):
+    """The words of X in `/bin/sh -c X` (how Ansible wraps every command), else None."""
+    try:
+        outer = shlex.split(cmd)
+        return shlex.split(outer[2]) if len(outer) == 3 and outer[:2] == ["/bin/sh", "-c"] else None
+    except ValueError:
+        return None
+
+
+class PayloadFinder:
+    """Finds `ansible.*` modules in the current payload's zip before anything preloaded is looked at (those
+    already imported come from sys.modules, and were checked to be the payload's own bytes)."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if not fullname.startswith("ansible."):
+            return None
+        package = fullname.rpartition(".")[0].replace(".", "/")
+        for entry in sys.path:
+            if entry.endswith("_payload.zip"):
+                try:
+                    spec = zipimport.zipimporter(entry + "/" + package + "/").find_spec(fullname)
+                except (zipimport.ZipImportError, OSError):
+                    continue
+                if spec is not None:
+                    return spec
+        return None
+
+
+class Preloaded:
+    """The shared module_utils, imported once from the first module payload."""
+
+    def __init__(self):
+        self.directory = None
+        self.files = None  # {zip member: (crc, size)} of every module imported from it
+
+    def matches(self, zipped):
+        try:
+            members = dict((i.filename, (i.CRC, i.file_size)) for i in zipfile.ZipFile(io.BytesIO(zipped)).infolist())
+        except zipfile.BadZipFile:
+            return False
+        if self.files is None:
+            self.load(zipped, members)
+        return self.files is not None and all(members.get(name) == info for name, info in self.files.items())
+
+    def load(self, zipped, members):
+        self.directory = tempfile.mkdtemp(prefix="gpulxc-pct-channel-")
+        archive = os.path.join(self.directory, "shared_payload.zip")
+        with open(archive, "wb") as handle:
+            handle.write(zipped)
+        sys.path.insert(0, archive)
+        try:
+            for name in PRELOAD:
+                __import__(name)
+        except Exception:  # pylint: disable=broad-except
+            traceback.print_exc()
+            self.files = {}
+            return
+        finally:
+            sys.path.remove(archive)
+        files = {}
+        for module in list(sys.modules.values()):
+            origin = getattr(getattr(module, "__spec__", None), "origin", None) or ""
+            if origin.startswith(archive + "/"):
+                member = origin[len(archive) + 1 :]
+                files[member] = members.get(member)
+        self.files = files
+
+
+def run_forked(env, data, channel_fds):
+    """Run the module payload in a child of this process; (rc, stdout, stderr)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the module, as `python3` with the payload on stdin would run it
+        code = 1
+        try:
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in (out_r, out_w, err_r, err_w, null, *channel_fds):
+                os.close(fd)
+            os.environ.update(env)
+            sys.argv = [""]
+            sys.meta_path.insert(0, PayloadFinder)
+            exec(compile(data, "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                sys.stderr.write("%s\n" % exc.code)
+        except BaseException:  # pylint: disable=broad-except
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code & 0xFF)
+    os.close(out_w)
+    os.close(err_w)
+    chunks, done = {out_r: [], err_r: []}, {}
+    while chunks:
+        readable = select.select(list(chunks), [], [])[0]
+        for fd in readable:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                chunks[fd].append(chunk)
+            else:
+                os.close(fd)
+                done[fd] = b"".join(chunks.pop(fd))
+    status = os.waitpid(pid, 0)[1]
+    rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    return rc, done[out_r], done[err_r]
+
+
+def run_shell(cmd, data):
+    """(rc, stdout, stderr) of `/bin/sh -c cmd` with `data` as stdin (None: /dev/null)."""
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", cmd],
+            stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = proc.communicate(data)
+    except OSError as exc:
+        return 127, b"", str(exc).encode()
+    return (proc.returncode if proc.returncode >= 0 else 128 - proc.returncode), out, err
+
+
+def serve(read, write, preload=True):
+    """Answer the requests on `read` until it closes."""
+    preloaded = Preloaded()
+    write.write(READY)
+    write.flush()
+    try:
+        while True:
+            line = read.readline()
+            if not line:
+                break
+            request = json.loads(line.decode())
+            data = read.read(request["in"]) if request["in"] >= 0 else None
+            module = module_payload(request["cmd"], data) if preload else None
+            if module is not None and preloaded.matches(module[1]):
+                via, (rc, out, err) = "fork", run_forked(module[0], data, (read.fileno(), write.fileno()))
+            else:
+                via, (rc, out, err) = "shell", run_shell(request["cmd"], data)
+            answer = {"rc": rc, "out": len(out), "err": len(err), "via": via}
+            write.write(json.dumps(answer).encode() + b"\n" + out + err)
+            write.flush()
+    finally:
+        if preloaded.directory:
+            shutil.rmtree(preloaded.directory, ignore_errors=True)
+
+
+def main(preload=True):
+    """Requests on a copy of stdin, answers on a copy of stdout (neither inherited by the commands); fd 0
+    and 1 become /dev/null, so nothing else can write into the channel."""
+    read, write = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    serve(read, write, preload)

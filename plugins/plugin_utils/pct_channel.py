@@ -177,12 +177,16 @@ class Channel:
     def wait_ready(self, timeout, agent_file, preload):
         with open(agent_file, "rb") as handle:
             agent = handle.read() + b"\nmain(preload=%r)\n" % bool(preload)
-        self.agent.stdin.write(b"%d\n" % len(agent) + agent)
-        self.agent.stdin.flush()
+        with contextlib.suppress(BrokenPipeError):  # it exited already: its (lack of) answer says so below
+            self.agent.stdin.write(b"%d\n" % len(agent) + agent)
+            self.agent.stdin.flush()
         line = _read_line_within(self.agent.stdout, timeout)
         if line + b"\n" != READY:
             self.agent.kill()
-            raise RuntimeError("no agent in the container (%s)" % (line.decode(errors="replace") or "it exited"))
+            raise RuntimeError(
+                "no agent in the container (%s; its errors: %s.log)"
+                % (line.decode(errors="replace") or "it exited", self.path)
+            )
 
     def serve(self, server):
         """Hand out commands until the agent is gone or the channel was idle for `idle` seconds."""

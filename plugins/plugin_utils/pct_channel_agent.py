@@ -15,7 +15,8 @@ modules share (from the first module's own payload). A fresh Python spends about
 every module. The child runs the payload unchanged; only files whose bytes (CRC-32 and size) are those of the
 payload's own copies are taken from the preloaded ones, everything else the payload brings is imported from
 the payload itself. Anything else, or a payload whose shared files differ, runs with `/bin/sh -c`.
-Runs on the container's python3 (3.6 or newer): no annotations, no f-strings, standard library only.
+Runs on the container's python3 (3.6 or newer: no annotations, no f-strings, standard library only); the
+forked path needs 3.10 (zipimporter.find_spec), older ones run every command with `/bin/sh -c`.
 """
 
 import base64
@@ -34,6 +35,8 @@ import zipfile
 import zipimport
 
 READY = b"gpulxc-pct-channel ready\n"
+# PayloadFinder needs zipimporter.find_spec (Python 3.10); older Pythons run every module fresh.
+FORKABLE = hasattr(zipimport.zipimporter, "find_spec")
 PRELOAD = ("ansible.module_utils.basic", "ansible.module_utils._internal._ansiballz._loader")
 ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 ZIP_DATA = re.compile(rb"\nzip_data='([A-Za-z0-9+/=]+)'")
@@ -199,7 +202,7 @@ def serve(read, write, preload=True):
                 break
             request = json.loads(line.decode())
             data = read.read(request["in"]) if request["in"] >= 0 else None
-            module = module_payload(request["cmd"], data) if preload else None
+            module = module_payload(request["cmd"], data) if preload and FORKABLE else None
             if module is not None and preloaded.matches(module[1]):
                 via, (rc, out, err) = "fork", run_forked(module[0], data, (read.fileno(), write.fileno()))
             else:

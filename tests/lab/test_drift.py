@@ -8,6 +8,7 @@ devN line, all repaired by one re-run that reports each repair; then a run repor
 import json
 import re
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -159,6 +160,40 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
     assert "dev3: /dev/nvidia3" in conf_text(VMID)
     assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+    proc, changed = run_site(inventory, "ct990")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def main_pids():
+    out = in_ct("for i in 0 1 2 3 4 5 6 7; do systemctl show -P MainPID sglang@$i.service; done").stdout
+    return [int(pid) for pid in out.split()]
+
+
+def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_file_is_repaired(inventory):
+    # systemd restarts a crashed server with the environment file as it is then: here a drifted one
+    assert in_ct("sed -i 's#^NO_PROXY=.*#NO_PROXY=drifted#' /etc/sglang/cuda.env").returncode == 0
+    assert in_ct("systemctl restart sglang@2.service").returncode == 0
+    health = "import urllib.request as u; u.urlopen('http://127.0.0.1:36002/health', timeout=5)"
+    for _ in range(60):
+        if in_ct(f'python3 -c "{health}"').returncode == 0:
+            break
+        time.sleep(1)
+    before = main_pids()
+    assert "NO_PROXY=drifted" in in_ct(f"tr '\\0' '\\n' </proc/{before[2]}/environ").stdout
+
+    proc, changed = run_site(inventory, "ct990", "--diff")
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    reported = changed_tasks(proc)
+    assert "gpulxc.sglang.sglang_services : Restart sglang@2" in reported, reported
+    assert not [name for name in reported if name.startswith("gpulxc.sglang.sglang_services : Restart sglang@")
+                and name != "gpulxc.sglang.sglang_services : Restart sglang@2"], reported  # fmt: skip
+    after = main_pids()
+    assert after[2] != before[2]
+    assert [pid for i, pid in enumerate(after) if i != 2] == [pid for i, pid in enumerate(before) if i != 2]
+    environ = in_ct(f"tr '\\0' '\\n' </proc/{after[2]}/environ").stdout.splitlines()
+    assert "NO_PROXY=127.0.0.1,localhost,::1" in environ
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
     proc, changed = run_site(inventory, "ct990")

@@ -132,11 +132,10 @@ def payloads(tmp_path_factory):
     return {name: path.read_bytes() for name, path in caught.items()}
 
 
-@pytest.fixture
-def agent():
-    """ask(cmd, data) -> (answer header, stdout, stderr), straight to an agent (no channel process)."""
+def start_agent(argv):
+    """ask(cmd, data) -> (answer header, stdout, stderr), straight to an agent run by `argv` (no channel process)."""
     source = Path(pct_channel_agent.__file__).read_bytes() + b"\nmain(preload=True)\n"
-    proc = subprocess.Popen(list(pct_channel.CONTAINER_ARGV), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     proc.stdin.write(b"%d\n" % len(source) + source)
     proc.stdin.flush()
     assert proc.stdout.readline() == pct_channel.READY
@@ -148,11 +147,37 @@ def agent():
         header = json.loads(proc.stdout.readline())
         return header, proc.stdout.read(header["out"]), proc.stdout.read(header["err"])
 
+    ask.proc = proc
+    return ask
+
+
+@pytest.fixture
+def agent():
+    ask = start_agent(list(pct_channel.CONTAINER_ARGV))
     # the Python the agent runs on (python3 on the PATH, maybe through a shim): modules are piped to it
     ask.python = ask("python3 -c 'import sys; print(sys.executable)'")[1].decode().strip()
     yield ask
-    proc.stdin.close()
-    proc.wait(5)
+    ask.proc.stdin.close()
+    ask.proc.wait(5)
+
+
+# Pythons of other containers (Debian 11: 3.9, Ubuntu 22.04: 3.10, 3.12, 3.13), where this machine has them.
+OTHER_PYTHONS = sorted(str(p) for p in Path("/root/.pyenv/versions").glob("3.1[0-9]*/bin/python3"))
+OTHER_PYTHONS += sorted(str(p) for p in Path("/root/.pyenv/versions").glob("3.9*/bin/python3"))
+
+
+@pytest.mark.skipif(not OTHER_PYTHONS, reason="no other Python versions on this machine")
+@pytest.mark.parametrize("python", OTHER_PYTHONS)
+def test_on_other_pythons_modules_run_forked_from_310_and_fresh_before(payloads, python):
+    ask = start_agent([python, "-c", pct_channel.BOOT])
+    try:
+        header, out, err = ask("/bin/sh -c '%s && sleep 0'" % python, payloads["ping"])
+        version = tuple(int(x) for x in Path(python).resolve().name.removeprefix("python").split(".")[:2])
+        assert (header["rc"], json.loads(out)["ping"]) == (0, "pong"), err
+        assert header["via"] == ("fork" if version >= (3, 10) else "shell")
+    finally:
+        ask.proc.stdin.close()
+        ask.proc.wait(5)
 
 
 def python_command(agent, env=""):

@@ -21,8 +21,8 @@ DOCUMENTATION = r"""
     - 'Commands go through one channel per container that stays open between tasks (O(pct_channel)): one
       C(pct exec <vmid> -- python3) kept open over SSH by a small process on the controller, so a command
       costs neither an SSH session on the node nor a C(pct) start. Whatever the channel cannot take (it is
-      busy with another command, the container has no C(python3) yet or is stopped, a password is needed)
-      runs with a plain C(pct exec), as without the channel.'
+      busy with another command, the container has no C(python3) yet or is stopped, an SSH password, C(become)
+      in the container) runs with a plain C(pct exec), as without the channel.'
     author:
     - gpulxc.sglang developers (@gpulxc)
     version_added: 0.1.0
@@ -577,11 +577,11 @@ class Connection(SSHConnection):
     # -- the channel -----------------------------------------------------------------------------------
 
     def _channel_usable(self):
-        """The channel runs without a terminal and cannot answer prompts: not for passwords (SSH's or a
-        become password in the container)."""
+        """The channel runs without a terminal and answers no prompts: not with an SSH password or key given
+        inline, and not for become in the container (its prompt and success marker are for SSH's reader)."""
         if not self.get_option("pct_channel") or self.get_option("password") or self.get_option("private_key"):
             return False
-        return not (self.become and self.become.expect_prompt())
+        return not self.become
 
     def _channel_path(self):
         directory = os.path.expanduser(self.get_option("control_path_dir"))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
-from ansible.plugins.loader import connection_loader
+from ansible.plugins.loader import become_loader, connection_loader
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel, pct_channel_agent
 
 REPO = Path(__file__).resolve().parents[4]
@@ -293,4 +293,11 @@ def test_a_command_lost_with_the_channel_fails_after_pct_had_its_say(calls):
 @pytest.mark.parametrize("options", [{"pct_channel": False}, {"password": "secret"}])
 def test_no_channel_when_switched_off_or_with_a_password(calls, options):
     assert connect(**options).exec_command("echo x") == (0, b"plain", b"")
+    assert calls["channel"] == []
+
+
+def test_no_channel_for_become_in_the_container(calls):
+    conn = connect()
+    conn.set_become_plugin(become_loader.get("ansible.builtin.sudo"))
+    assert conn.exec_command("echo x") == (0, b"plain", b"")
     assert calls["channel"] == []

@@ -65,6 +65,10 @@ DOCUMENTATION = r"""
           description). The channel is a process on the controller that listens on a socket in
           O(control_path_dir) (mode 0600, as SSH's control sockets), and exits after
           O(pct_channel_persist) seconds without a command or when the container's side is gone.
+        - Each open channel holds one session of the SSH connection to the node (sshd's C(MaxSessions), 10 by
+          default, counts them, with the sessions of commands run alongside); for more containers per node than
+          that in one run, raise C(MaxSessions) on the node or lower O(pct_channel_persist).
+          A C(reset_connection) meta task makes the next command start a new channel.
         - V(false) runs every command with its own SSH session and C(pct exec).
         type: bool
         default: true
@@ -482,6 +486,7 @@ all:
       proxmox_vmid: 200
 """
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -586,12 +591,13 @@ class Connection(SSHConnection):
     def _channel_path(self):
         directory = os.path.expanduser(self.get_option("control_path_dir"))
         makedirs_safe(directory, 0o700)
-        key = "%s|%s|%s|%s|%s" % (
+        key = "%s|%s|%s|%s|%s|%s" % (
             self.host,
             self.get_option("port"),
             self.get_option("remote_user"),
             self.get_option("vmid"),
             self.get_option("pct_executable"),
+            self.get_option("pct_channel_preload"),
         )
         return os.path.join(directory, "pct-" + hashlib.sha256(key.encode()).hexdigest()[:16])
 
@@ -626,6 +632,13 @@ class Connection(SSHConnection):
             raise AnsibleConnectionFailure(
                 "CT %s on %s: %s; whether the command ran is unknown" % (self.get_option("vmid"), self.host, exc)
             ) from None
+
+    def reset(self):
+        """meta: reset_connection: the next command starts a new channel (the old one exits when idle)."""
+        super().reset()
+        self.host = self.get_option("host") or self._play_context.remote_addr
+        with contextlib.suppress(OSError):
+            os.unlink(self._channel_path())
 
     # -- the connection API ----------------------------------------------------------------------
 

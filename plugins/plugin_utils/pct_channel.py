@@ -85,9 +85,10 @@ def run(path, cmd, in_data, *, start):
     starts one with `start`: a dict of node_argv (the ssh command line that runs CONTAINER_ARGV in the
     container), agent (the agent's file), preload (bool), idle and timeout (seconds).
     Raises Unavailable or Lost."""
-    sock = _connect(path)
-    if sock is None:
-        sock = _start(path, **start)
+    try:
+        sock = _connect(path) or _start(path, **start)
+    except OSError as exc:  # a path too long for a socket, a directory it cannot write: no channel
+        raise Unavailable("no channel at %s: %s" % (path, exc)) from None
     with sock:
         header = {"cmd": cmd, "in": -1 if in_data is None else len(in_data)}
         try:
@@ -116,6 +117,9 @@ def _connect(path):
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
@@ -223,7 +227,7 @@ class Channel:
                     client = server.accept()[0]
                 except OSError:
                     break
-                with client:
+                with client, contextlib.suppress(OSError):  # one gone caller must not cut the others off
                     client.sendall(b'{"unavailable": "the channel is closing"}\n')
         server.close()
         self.agent.stdin.close()

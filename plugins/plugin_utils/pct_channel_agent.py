@@ -19,6 +19,7 @@ Runs on the container's python3 (3.6 or newer: no annotations, no f-strings, sta
 forked path needs 3.10 (zipimporter.find_spec), older ones run every command with `/bin/sh -c`.
 """
 
+import atexit
 import base64
 import io
 import json
@@ -42,19 +43,29 @@ ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 ZIP_DATA = re.compile(rb"\nzip_data='([A-Za-z0-9+/=]+)'")
 
 
+# Read by Python or the C library when a process starts, not later: a module given one of these runs fresh.
+STARTUP_ENV = re.compile(r"^(PYTHON.*|LANG|LANGUAGE|LC_.*|TZ|TMPDIR|TMP|TEMP|LD_.*|MALLOC_.*)$")
+# The interpreter this agent runs on, as it was when the agent started (a package upgrade replaces it).
+EXECUTABLE = (sys.executable, os.stat(sys.executable).st_ino if sys.executable else None)
+
+
 def module_payload(cmd, data):
-    """(environment, zip bytes) when `cmd` pipes an AnsiballZ payload to this very Python, else None."""
+    """(environment, zip bytes) when `cmd` pipes an AnsiballZ payload to this very Python (the same path, not
+    a virtual environment's link to it, not replaced since), else None."""
     words = _shell_words(cmd) if data and b"_ANSIBALLZ_WRAPPER = True" in data else None
     env = {}
     while words and ENV_WORD.match(words[0]):
         name, value = ENV_WORD.match(words.pop(0)).groups()
         env[name] = value
-    if not words or len(words) != 4 or words[1:] != ["&&", "sleep", "0"]:
+    if not words or len(words) != 4 or words[1:] != ["&&", "sleep", "0"] or any(map(STARTUP_ENV.match, env)):
         return None
     found = ZIP_DATA.search(data)
-    if not found or os.path.realpath(shutil.which(words[0]) or words[0]) != os.path.realpath(sys.executable):
+    try:
+        same = os.path.abspath(shutil.which(words[0]) or words[0]) == EXECUTABLE[0]
+        same = same and os.stat(EXECUTABLE[0]).st_ino == EXECUTABLE[1]
+        return (env, base64.b64decode(found.group(1))) if found and same else None
+    except (OSError, ValueError):
         return None
-    return env, base64.b64decode(found.group(1))
 
 
 def _shell_words(cmd):
@@ -64,6 +75,10 @@ def _shell_words(cmd):
         return shlex.split(outer[2]) if len(outer) == 3 and outer[:2] == ["/bin/sh", "-c"] else None
     except ValueError:
         return None
+
+
+class NotForked(Exception):
+    """The module could not be started in a child (nothing of it ran)."""
 
 
 class PayloadFinder:
@@ -92,28 +107,35 @@ class Preloaded:
     def __init__(self):
         self.directory = None
         self.files = None  # {zip member: (crc, size)} of every module imported from it
+        self.failed = False  # the preload failed: every module runs fresh
 
     def matches(self, zipped):
         try:
             members = dict((i.filename, (i.CRC, i.file_size)) for i in zipfile.ZipFile(io.BytesIO(zipped)).infolist())
         except zipfile.BadZipFile:
             return False
-        if self.files is None:
+        if self.files is None and not self.failed:
             self.load(zipped, members)
-        return self.files is not None and all(members.get(name) == info for name, info in self.files.items())
+        return bool(self.files) and all(members.get(name) == info for name, info in self.files.items())
 
     def load(self, zipped, members):
-        self.directory = tempfile.mkdtemp(prefix="gpulxc-pct-channel-")
-        archive = os.path.join(self.directory, "shared_payload.zip")
-        with open(archive, "wb") as handle:
-            handle.write(zipped)
+        try:
+            self.directory = tempfile.mkdtemp(prefix="gpulxc-pct-channel-")
+            archive = os.path.join(self.directory, "shared_payload.zip")
+            with open(archive, "wb") as handle:
+                handle.write(zipped)
+        except OSError:
+            traceback.print_exc()
+            self.failed = True
+            return
         sys.path.insert(0, archive)
         try:
             for name in PRELOAD:
                 __import__(name)
         except Exception:  # pylint: disable=broad-except
             traceback.print_exc()
-            self.files = {}
+            self.files = None
+            self.failed = True
             return
         finally:
             sys.path.remove(archive)
@@ -128,36 +150,20 @@ class Preloaded:
 
 def run_forked(env, data, channel_fds):
     """Run the module payload in a child of this process; (rc, stdout, stderr)."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the module, as `python3` with the payload on stdin would run it
-        code = 1
-        try:
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            for fd in (out_r, out_w, err_r, err_w, null, *channel_fds):
-                os.close(fd)
-            os.environ.update(env)
-            sys.argv = [""]
-            sys.meta_path.insert(0, PayloadFinder)
-            exec(compile(data, "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-            code = 0
-        except SystemExit as exc:
-            if exc.code is None or isinstance(exc.code, int):
-                code = exc.code or 0
-            else:
-                sys.stderr.write("%s\n" % exc.code)
-        except BaseException:  # pylint: disable=broad-except
-            traceback.print_exc()
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code & 0xFF)
+    try:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+    except OSError as exc:  # no pipe, no fork (the container's pids.max): the module has not run
+        raise NotForked(exc) from exc
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        for fd in (out_r, out_w, err_r, err_w, null, *channel_fds):
+            os.close(fd)
+        run_child(env, data)
     os.close(out_w)
     os.close(err_w)
     chunks, done = {out_r: [], err_r: []}, {}
@@ -173,6 +179,32 @@ def run_forked(env, data, channel_fds):
     status = os.waitpid(pid, 0)[1]
     rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
     return rc, done[out_r], done[err_r]
+
+
+def run_child(env, data):
+    """In the child: the module, as `python3` with the payload on stdin would run it; never returns."""
+    code = 1
+    try:
+        os.environ.update(env)
+        atexit._clear()  # the agent's; the module's own (AnsibleModule's tmpdir removal) run below
+        sys.argv = [""]
+        sys.meta_path.insert(0, PayloadFinder)
+        exec(compile(data, "<stdin>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            sys.stderr.write("%s\n" % exc.code)
+    except BaseException:  # pylint: disable=broad-except
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code & 0xFF)
 
 
 def run_shell(cmd, data):
@@ -203,10 +235,14 @@ def serve(read, write, preload=True):
             request = json.loads(line.decode())
             data = read.read(request["in"]) if request["in"] >= 0 else None
             module = module_payload(request["cmd"], data) if preload and FORKABLE else None
-            if module is not None and preloaded.matches(module[1]):
-                via, (rc, out, err) = "fork", run_forked(module[0], data, (read.fileno(), write.fileno()))
-            else:
-                via, (rc, out, err) = "shell", run_shell(request["cmd"], data)
+            via, result = "shell", None
+            try:
+                if module is not None and preloaded.matches(module[1]):
+                    via, result = "fork", run_forked(module[0], data, (read.fileno(), write.fileno()))
+            except NotForked:
+                traceback.print_exc()
+                via = "shell"
+            rc, out, err = result if via == "fork" else run_shell(request["cmd"], data)
             answer = {"rc": rc, "out": len(out), "err": len(err), "via": via}
             write.write(json.dumps(answer).encode() + b"\n" + out + err)
             write.flush()

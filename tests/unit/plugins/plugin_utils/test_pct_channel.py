@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
+from ansible.plugins.connection import ssh as ssh_plugin
 from ansible.plugins.loader import become_loader, connection_loader
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel, pct_channel_agent
 
@@ -120,16 +122,25 @@ def payloads(tmp_path_factory):
     catcher.write_text(f'#!/bin/sh\ncat > "{work}/payload-$$.py"\n')
     catcher.chmod(0o755)
     caught = {}
-    for name, module, args in (("ping", "ansible.builtin.ping", ""), ("env", "ansible.builtin.command", "env")):
+    modules = (
+        ("ping", "ansible.builtin.ping", ""),
+        ("env", "ansible.builtin.command", "env"),
+        # get_url downloads into AnsibleModule.tmpdir, which an atexit handler removes
+        ("get_url", "ansible.builtin.get_url", f"url=file:///etc/hostname dest={work}/hostname"),
+    )
+    for name, module, args in modules:
         subprocess.run(
             [str(REPO / ".venv/bin/ansible"), "localhost", "-c", "local", "-m", module, "-a", args,
-             "-e", f"ansible_python_interpreter={catcher}", "-e", "ansible_pipelining=true"],
+             "-e", f"ansible_python_interpreter={catcher}", "-e", "ansible_pipelining=true",
+             "-e", f"ansible_remote_tmp={work}/remote_tmp"],
             capture_output=True, text=True, check=False, cwd=REPO,
             env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
         )  # fmt: skip
         (found,) = set(work.glob("payload-*.py")) - set(caught.values())
         caught[name] = found
-    return {name: path.read_bytes() for name, path in caught.items()}
+    result = {name: path.read_bytes() for name, path in caught.items()}
+    result["remote_tmp"] = work / "remote_tmp"
+    return result
 
 
 def start_agent(argv):
@@ -200,6 +211,27 @@ def test_the_commands_environment_reaches_the_module(agent, payloads):
     # and does not stay for the next module
     header, out, _ = agent(python_command(agent), payloads["env"])
     assert "GPULXC_PROBE" not in json.loads(out)["stdout"]
+
+
+def test_startup_environment_or_another_interpreter_path_runs_in_a_fresh_python(agent, payloads, tmp_path):
+    header, out, _ = agent(python_command(agent, "PYTHONPATH=/nowhere "), payloads["env"])
+    assert header["via"] == "shell"
+    assert "PYTHONPATH=/nowhere" in json.loads(out)["stdout"].splitlines()
+    # a virtual environment's python is a link to the same binary, with other packages: not this Python
+    link = tmp_path / "venv-python3"
+    link.symlink_to(agent.python)
+    header, out, _ = agent("/bin/sh -c " + shlex.quote(f"{link} && sleep 0"), payloads["ping"])
+    assert (header["via"], json.loads(out)["ping"]) == ("shell", "pong")
+
+
+def test_a_forked_module_cleans_up_after_itself(agent, payloads):
+    remote_tmp = payloads["remote_tmp"]
+    shutil.rmtree(remote_tmp, ignore_errors=True)
+    header, out, err = agent(python_command(agent), payloads["get_url"])
+    assert (header["via"], header["rc"]) == ("fork", 0), (out, err)
+    assert json.loads(out)["dest"].endswith("/hostname")
+    # AnsibleModule.tmpdir was made for the download and removed by its atexit handler, as in a fresh Python
+    assert list(remote_tmp.iterdir()) == []
 
 
 def repacked(payload, member, extra):
@@ -301,3 +333,13 @@ def test_no_channel_for_become_in_the_container(calls):
     conn.set_become_plugin(become_loader.get("ansible.builtin.sudo"))
     assert conn.exec_command("echo x") == (0, b"plain", b"")
     assert calls["channel"] == []
+
+
+def test_reset_connection_makes_the_next_command_start_a_new_channel(monkeypatch, tmp_path):
+    monkeypatch.setattr(ssh_plugin.Connection, "reset", lambda self: None)
+    conn = connect(control_path_dir=str(tmp_path))
+    conn.host = "pve1"
+    path = Path(conn._channel_path())
+    path.write_text("")  # stands in for the channel's socket
+    conn.reset()
+    assert not path.exists()

@@ -38,8 +38,17 @@ MISMATCH = "Driver/library version mismatch"
 NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 
 
+KERNEL_DRIVER_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9][0-9.]+)")
+
+
 class GpuError(Exception):
     """A failure with the message the user should see (what is wrong and what to do)."""
+
+
+def parse_kernel_driver_version(text):
+    """The kernel driver's version from /proc/driver/nvidia/version ('' when there is none)."""
+    found = KERNEL_DRIVER_RE.search(text)
+    return found.group(1) if found else ""
 
 
 def attention_backend(capability):

@@ -17,8 +17,9 @@ description:
     generation and takes about a second, so short probe timeouts flap.
   - On failure names every unhealthy instance with its last state, its systemd unit's state and the tail
     of its journal.
-  - With O(chat), sends one chat completion to every server once all are healthy and checks the response
-    structure (an C(assistant) message in C(choices)).
+  - With O(chat), sends each server one chat completion as soon as it is healthy (all at once, not one
+    after another) and checks the response structure (an C(assistant) message in C(choices)). The run
+    fails if any server is unhealthy or any reply is wrong.
 author:
   - gpulxc.sglang developers (@gpulxc)
 attributes:
@@ -116,7 +117,8 @@ def probe(url, timeout):
         return f"no answer in {timeout} s ({error})"
 
 
-def wait_all(instances, deadline, timeout, interval):
+def wait_all(instances, deadline, timeout, interval, on_ready=None):
+    """Poll every instance's /health at once until ready or the deadline; on_ready(result) runs in its thread."""
     clock, start = time.monotonic, time.monotonic()
     results = [
         {"name": i["name"], "url": i["url"], "state": "not polled", "seconds_to_healthy": None} for i in instances
@@ -127,6 +129,8 @@ def wait_all(instances, deadline, timeout, interval):
             result["state"] = probe(result["url"], timeout)
             if result["state"] == "ready":
                 result["seconds_to_healthy"] = round(clock() - start, 1)
+                if on_ready:
+                    on_ready(result)
                 return
             if clock() - start >= deadline:
                 return
@@ -187,7 +191,15 @@ def main():
         supports_check_mode=True,
     )  # fmt: skip
     params = module.params
-    results = wait_all(params["instances"], params["deadline"], params["request_timeout"], params["interval"])
+
+    def smoke_test(result):
+        problem = chat(result["url"], params["chat"], params["api_key"], max(60, params["request_timeout"]))
+        result["chat"] = problem or "ok"
+
+    results = wait_all(
+        params["instances"], params["deadline"], params["request_timeout"], params["interval"],
+        smoke_test if params["chat"] else None,
+    )  # fmt: skip
     unhealthy = [r for r in results if r["state"] != "ready"]
     if unhealthy:
         units = {i["name"]: i.get("unit") for i in params["instances"]}
@@ -200,15 +212,9 @@ def main():
             + " | ".join(details),
             instances=results, healthy=False,
         )  # fmt: skip
-    if params["chat"]:
-        failed = []
-        for result in results:
-            problem = chat(result["url"], params["chat"], params["api_key"], max(60, params["request_timeout"]))
-            result["chat"] = problem or "ok"
-            if problem:
-                failed.append(f"{result['name']}: {problem}")
-        if failed:
-            module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True)
+    failed = [f"{r['name']}: {r['chat']}" for r in results if r.get("chat", "ok") != "ok"]
+    if failed:
+        module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True)
     module.exit_json(changed=False, instances=results, healthy=True)
 
 

@@ -4,6 +4,7 @@ connection refused while loading, 503 while warming, 200 when ready; the smoke c
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -20,6 +21,7 @@ class Fake:
         self.state = "warming"
         self.chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}}]}
         self.keys = []
+        self.chat_seconds = 0.0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,6 +35,7 @@ class Fake:
 
             def do_POST(self):
                 fake.keys.append(self.headers.get("Authorization"))
+                time.sleep(fake.chat_seconds)
                 self.rfile.read(int(self.headers["content-length"]))
                 data = json.dumps(fake.chat).encode()
                 self.send_response(200)
@@ -116,3 +119,16 @@ def test_smoke_chat_checks_the_reply_and_sends_the_key(module_exits, servers):
     ok, result = run(module_exits, instances, chat="model", api_key="s3cret")
     assert not ok and result["msg"].startswith("smoke test failed: sglang@1: chat completion without an assistant")
     assert "s3cret" not in json.dumps(result)
+
+
+def test_each_server_gets_its_chat_as_soon_as_it_is_healthy_all_at_once(module_exits, servers):
+    """Eight replies of 0.4 s each take about 0.4 s in all, not 3.2 s one after another."""
+    fakes = servers(8)
+    for fake in fakes:
+        fake.state, fake.chat_seconds = "ready", 0.4
+    instances = [{"name": f"sglang@{i}", "url": f.url} for i, f in enumerate(fakes)]
+    started = time.monotonic()
+    ok, result = run(module_exits, instances, chat="model")
+    took = time.monotonic() - started
+    assert ok and [r["chat"] for r in result["instances"]] == ["ok"] * 8
+    assert took < 1.6, took

@@ -1,0 +1,321 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: pct_probe
+short_description: Read a Proxmox VE node and one of its containers in one call, before anything changes
+version_added: 0.2.0
+description:
+  - Runs on a Proxmox VE node as root and changes nothing. It reads, in one module call, everything
+    C(gpulxc.sglang.pct_container) decides on, so a re-run that has nothing to change costs one round trip
+    to the node instead of one per fact.
+  - The container's status (C(pct status)); when it does not exist, whether its template is on the node
+    (C(pvesm path) and the file).
+  - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and
+    its kernel driver's version from O(driver_version_file).
+  - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
+  - With O(container) and the container running, one C(pct exec) reads inside it the boot state
+    (C(systemctl is-system-running)), the version of the NVIDIA userspace (C(libnvidia-ml.so.<version>))
+    and the GPUs C(nvidia-smi -L) lists.
+author:
+  - gpulxc.sglang developers (@gpulxc)
+attributes:
+  check_mode:
+    description: Reads the same in check mode; it never changes anything.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+options:
+  vmid:
+    description: Container id.
+    type: int
+    required: true
+  ostemplate:
+    description:
+      - Template volume (C(<storage>:vztmpl/<file>)) to look for when the container does not exist.
+    type: str
+  gpus:
+    description: Read the NVIDIA device nodes and the kernel driver's version.
+    type: bool
+    default: true
+  driver_version_file:
+    description: The kernel driver's version file.
+    type: path
+    default: /proc/driver/nvidia/version
+  files:
+    description: Files on the node whose state to return in RV(files).
+    type: list
+    elements: path
+    default: []
+  units:
+    description: Units on the node whose C(systemctl is-enabled) state to return in RV(units).
+    type: list
+    elements: str
+    default: []
+  container:
+    description: When the container runs, read its boot state, NVIDIA userspace and GPUs (RV(container)).
+    type: bool
+    default: true
+  pct:
+    description: Path of C(pct) on the node.
+    type: path
+    default: /usr/sbin/pct
+  pvesm:
+    description: Path of C(pvesm) on the node.
+    type: path
+    default: /usr/sbin/pvesm
+"""
+
+EXAMPLES = r"""
+- name: Read the node and container 200
+  gpulxc.sglang.pct_probe:
+    vmid: 200
+    ostemplate: local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst
+    files: [/etc/systemd/system/gpulxc-nvidia-nodes.service]
+    units: [gpulxc-nvidia-nodes.service]
+  delegate_to: pve1
+  register: probe
+
+- name: Say what runs in it
+  ansible.builtin.debug:
+    msg: "{{ probe.status }}, driver {{ probe.driver.version }}, {{ probe.container.smi_lines | length }} GPU(s)"
+  when: probe.status == 'running'
+"""
+
+RETURN = r"""
+status:
+  description: The container's status.
+  returned: always
+  type: str
+  choices: [running, stopped, absent]
+template:
+  description: The template's path and whether it is on the node; empty unless the container is absent.
+  returned: always
+  type: dict
+  contains:
+    path:
+      description: The file O(ostemplate) resolves to (empty when C(pvesm path) failed).
+      type: str
+    exists:
+      description: Whether that file exists.
+      type: bool
+    error:
+      description: What C(pvesm path) said when it failed.
+      type: str
+device_nodes:
+  description: The node's NVIDIA character device nodes, sorted by path (empty without O(gpus)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Device node path.
+      type: str
+    major:
+      description: Major number.
+      type: int
+    minor:
+      description: Minor number.
+      type: int
+  sample: [{path: /dev/nvidia0, major: 195, minor: 0}, {path: /dev/nvidia-uvm, major: 238, minor: 0}]
+driver:
+  description: The node's NVIDIA kernel driver (empty version when O(driver_version_file) is missing).
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: Its version, for example C(580.159.04).
+      type: str
+    open:
+      description: Whether it is the open kernel module.
+      type: bool
+files:
+  description: Per path of O(files), its state.
+  returned: always
+  type: dict
+  sample: {/etc/systemd/system/x.service: {exists: true, sha1: "3f...", mode: "0644", owner: root, group: root}}
+units:
+  description: Per unit of O(units), what C(systemctl is-enabled) printed (empty when it printed nothing).
+  returned: always
+  type: dict
+  sample: {gpulxc-nvidia-nodes.service: enabled}
+container:
+  description: Read inside the running container; empty when it is not running or O(container) is false.
+  returned: always
+  type: dict
+  contains:
+    boot_state:
+      description: What C(systemctl is-system-running) printed (C(running), C(degraded), C(starting) ...).
+      type: str
+    nvidia_userspace:
+      description: Version of the NVIDIA userspace (C(libnvidia-ml.so.<version>)); empty when not installed.
+      type: str
+    smi_rc:
+      description: Exit status of C(nvidia-smi -L).
+      type: int
+    smi_lines:
+      description: Output lines of C(nvidia-smi -L), its errors included.
+      type: list
+      elements: str
+    error:
+      description: Why C(pct exec) failed, when it did (the other keys are then empty).
+      type: str
+"""
+
+import glob
+import grp
+import hashlib
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nvidia
+
+DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
+
+# Run inside the container by one `pct exec`: each line is `<key>=<value>`.
+IN_CONTAINER = r"""
+printf 'boot=%s\n' "$(systemctl is-system-running 2>/dev/null)"
+find /usr/lib /usr/lib64 -maxdepth 2 -name 'libnvidia-ml.so.*.*' 2>/dev/null | sed 's|^.*/libnvidia-ml\.so\.|nvml=|'
+smi=$(nvidia-smi -L 2>&1); rc=$?
+printf 'smi_rc=%s\n' "$rc"
+[ -n "$smi" ] && printf '%s\n' "$smi" | sed 's/^/smi=/'
+exit 0
+"""
+
+
+def device_nodes():
+    nodes = []
+    for path in sorted({p for pattern in DEVICE_GLOBS for p in glob.glob(pattern)}):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISCHR(info.st_mode):
+            nodes.append({"path": path, "major": os.major(info.st_rdev), "minor": os.minor(info.st_rdev)})
+    return nodes
+
+
+def read_driver(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        text = ""
+    return {"version": nvidia.parse_kernel_driver_version(text), "open": "Open Kernel Module" in text}
+
+
+def file_state(path):
+    try:
+        info = os.stat(path)
+        with open(path, "rb") as handle:
+            digest = hashlib.sha1(handle.read()).hexdigest()  # the checksum Ansible's copy reports
+    except OSError:
+        return {"exists": False}
+    return {
+        "exists": True,
+        "sha1": digest,
+        "mode": "%04o" % stat.S_IMODE(info.st_mode),
+        "owner": name_of(pwd.getpwuid, info.st_uid),
+        "group": name_of(grp.getgrgid, info.st_gid),
+    }
+
+
+def name_of(lookup, number):
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
+
+
+def parse_container(text):
+    found = {"boot_state": "", "nvidia_userspace": "", "smi_rc": None, "smi_lines": []}
+    versions = []
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        if key == "boot":
+            found["boot_state"] = value.strip()
+        elif key == "nvml":
+            versions.append(value.strip())
+        elif key == "smi_rc" and value.strip().isdigit():
+            found["smi_rc"] = int(value)
+        elif key == "smi":
+            found["smi_lines"].append(value)
+    found["nvidia_userspace"] = sorted(versions)[0] if versions else ""
+    return found
+
+
+class Probe:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+
+    def run(self, *args):
+        return self.module.run_command([str(a) for a in args])
+
+    def status(self):
+        rc, out, err = self.run(self.params["pct"], "status", self.params["vmid"])
+        if rc == 0 and out.strip().startswith("status:"):
+            return out.split(":", 1)[1].strip()
+        if "does not exist" in err:
+            return "absent"
+        self.module.fail_json(msg="pct status %s failed (rc %s): %s" % (self.params["vmid"], rc, (err or out).strip()))
+        return None
+
+    def template(self):
+        volume = self.params["ostemplate"]
+        if not volume:
+            return {"path": "", "exists": False, "error": "no ostemplate given"}
+        rc, out, err = self.run(self.params["pvesm"], "path", volume)
+        path = out.strip() if rc == 0 else ""
+        return {"path": path, "exists": bool(path) and os.path.isfile(path), "error": "" if rc == 0 else err.strip()}
+
+    def unit(self, name):
+        return self.run("systemctl", "is-enabled", name)[1].strip()
+
+    def container(self):
+        rc, out, err = self.run(self.params["pct"], "exec", self.params["vmid"], "--", "/bin/sh", "-c", IN_CONTAINER)
+        if rc != 0:
+            return {"error": "pct exec %s failed (rc %s): %s" % (self.params["vmid"], rc, (err or out).strip())}
+        return parse_container(out)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "vmid": {"type": "int", "required": True},
+            "ostemplate": {"type": "str"},
+            "gpus": {"type": "bool", "default": True},
+            "driver_version_file": {"type": "path", "default": "/proc/driver/nvidia/version"},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "units": {"type": "list", "elements": "str", "default": []},
+            "container": {"type": "bool", "default": True},
+            "pct": {"type": "path", "default": "/usr/sbin/pct"},
+            "pvesm": {"type": "path", "default": "/usr/sbin/pvesm"},
+        },
+        supports_check_mode=True,
+    )
+    probe = Probe(module)
+    params = module.params
+    status = probe.status()
+    module.exit_json(
+        changed=False,
+        status=status,
+        template=probe.template() if status == "absent" else {},
+        device_nodes=device_nodes() if params["gpus"] else [],
+        driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
+        files={path: file_state(path) for path in params["files"]},
+        units={name: probe.unit(name) for name in params["units"]},
+        container=probe.container() if params["container"] and status == "running" else {},
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""gpulxc.sglang.pct_probe: what it reads on the node and in the container, from recorded H200 output
+(its /proc/driver/nvidia/version and device numbers) and a recorder for the pct/pvesm/systemctl calls."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpulxc.sglang.plugins.modules import pct_probe
+from conftest import ModuleExit as Exit
+from conftest import ModuleFail as Fail
+
+H200 = Path(__file__).resolve().parents[2] / "fixtures/nvidia/h200"
+SMI = (H200 / "nvidia-smi.txt").read_text()
+# the device numbers of the H200's dev-nodes.txt: nvidia0, nvidiactl, nvidia-uvm(-tools), nvidia-caps
+H200_NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (238, 0), "nvidia-uvm-tools": (238, 1),
+              "nvidia-caps/nvidia-cap1": (241, 1), "nvidia-caps/nvidia-cap2": (241, 2)}  # fmt: skip
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch, module_exits):
+    """A /dev with the H200's NVIDIA nodes (real character devices: the tests run as root), and pct's answers."""
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps").mkdir(parents=True)
+    for name, (major, minor) in H200_NODES.items():
+        os.mknod(dev / name, 0o020666, os.makedev(major, minor))
+    (dev / "nvidia-not-a-device").write_text("")
+    monkeypatch.setattr(pct_probe, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
+    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": []}
+
+    def run_command(self, args, **kwargs):
+        state["calls"].append(args)
+        if args[0].endswith("pvesm"):
+            return state["pvesm"]
+        if args[0] == "systemctl":
+            return (0, "enabled\n", "") if args[2] == "on.service" else (1, "disabled\n", "")
+        return state["status"] if args[1] == "status" else state["exec"]
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    return state
+
+
+def run(**args):
+    args = {"vmid": 200, "driver_version_file": str(H200 / "proc-driver-nvidia-version.txt"), **args}
+    with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
+        pct_probe.main()
+    return info.type is Exit, info.value.args[0]
+
+
+def in_container(boot="running", nvml=("580.159.04",), smi_rc=0, smi=SMI):
+    lines = [f"boot={boot}", *(f"nvml={v}" for v in nvml), f"smi_rc={smi_rc}"]
+    return "\n".join(lines + [f"smi={line}" for line in smi.splitlines()]) + "\n"
+
+
+def test_a_running_container_with_the_node_read_in_one_call(node):
+    node["exec"] = (0, in_container(), "")
+    ok, result = run()
+    assert ok and not result["changed"]
+    assert result["status"] == "running" and result["template"] == {}
+    assert result["driver"] == {"version": "580.159.04", "open": True}
+    assert [(n["path"].rsplit("/dev/", 1)[1], n["major"], n["minor"]) for n in result["device_nodes"]] == sorted(
+        (name, *numbers) for name, numbers in H200_NODES.items()
+    )
+    assert result["container"] == {
+        "boot_state": "running", "nvidia_userspace": "580.159.04", "smi_rc": 0, "smi_lines": SMI.splitlines(),
+    }  # fmt: skip
+    execs = [c for c in node["calls"] if c[1] == "exec"]
+    assert len(execs) == 1 and execs[0][:6] == ["/usr/sbin/pct", "exec", "200", "--", "/bin/sh", "-c"]
+
+
+def test_the_script_run_in_the_container_reports_what_the_parser_reads(tmp_path):
+    """The in-container script itself, run by a real shell, with stand-ins for systemctl and nvidia-smi."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho degraded\n")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\n"
+                                        "exit 18\n")  # fmt: skip
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    out = subprocess.run(["/bin/sh", "-c", pct_probe.IN_CONTAINER], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout  # fmt: skip
+    found = pct_probe.parse_container(out)
+    assert found["boot_state"] == "degraded"
+    assert found["smi_rc"] == 18
+    assert found["smi_lines"] == ["Failed to initialize NVML: Driver/library version mismatch"]
+
+
+def test_a_container_without_nvidia_userspace_and_without_nvidia_smi(node):
+    node["exec"] = (0, in_container(boot="starting", nvml=(), smi_rc=127, smi="sh: 1: nvidia-smi: not found"), "")
+    ok, result = run()
+    assert ok
+    assert result["container"] == {
+        "boot_state": "starting", "nvidia_userspace": "", "smi_rc": 127, "smi_lines": ["sh: 1: nvidia-smi: not found"],
+    }  # fmt: skip
+
+
+def test_a_missing_container_reads_the_template_and_nothing_inside(node, tmp_path):
+    node["status"] = (2, "", "Configuration file 'nodes/pve1/lxc/200.conf' does not exist\n")
+    template = tmp_path / "debian.tar.zst"
+    template.write_text("")
+    node["pvesm"] = (0, f"{template}\n", "")
+    ok, result = run(ostemplate="local:vztmpl/debian.tar.zst")
+    assert ok and result["status"] == "absent"
+    assert result["template"] == {"path": str(template), "exists": True, "error": ""}
+    assert result["container"] == {}
+    assert not [c for c in node["calls"] if c[1:2] == ["exec"]]
+    node["pvesm"] = (255, "", "storage 'nope' does not exist\n")
+    ok, result = run(ostemplate="nope:vztmpl/debian.tar.zst")
+    assert ok and result["template"] == {"path": "", "exists": False, "error": "storage 'nope' does not exist"}
+
+
+def test_a_stopped_container_is_not_entered(node):
+    node["status"] = (0, "status: stopped\n", "")
+    ok, result = run()
+    assert ok and result["status"] == "stopped" and result["container"] == {}
+    assert [c[1] for c in node["calls"]] == ["status"]
+
+
+def test_files_units_and_a_driverless_node_without_gpus(node, tmp_path):
+    unit = tmp_path / "on.service"
+    unit.write_text("[Unit]\n")
+    unit.chmod(0o640)
+    ok, result = run(files=[str(unit), str(tmp_path / "missing")], units=["on.service", "off.service"],
+                     driver_version_file=str(tmp_path / "no-driver"), container=False)  # fmt: skip
+    assert ok
+    assert result["files"] == {
+        str(unit): {"exists": True, "sha1": "e24fbc79ade688df0a3d97a7e8fbc6216ea2823a",
+                    "mode": "0640", "owner": "root", "group": "root"},
+        str(tmp_path / "missing"): {"exists": False},
+    }  # fmt: skip
+    assert result["units"] == {"on.service": "enabled", "off.service": "disabled"}
+    assert result["driver"] == {"version": "", "open": False}
+    assert result["container"] == {}
+    ok, result = run(gpus=False)
+    assert result["device_nodes"] == [] and result["driver"] == {"version": "", "open": False}
+
+
+def test_pct_failing_otherwise_fails_the_module_with_its_message(node):
+    node["status"] = (13, "", "unable to connect to pmxcfs\n")
+    ok, result = run()
+    assert not ok and result["msg"] == "pct status 200 failed (rc 13): unable to connect to pmxcfs"
+    node["status"] = (0, "status: running\n", "")
+    node["exec"] = (255, "", "container 200 not running\n")
+    ok, result = run()
+    assert ok and result["container"] == {"error": "pct exec 200 failed (rc 255): container 200 not running"}

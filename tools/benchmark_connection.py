@@ -225,8 +225,12 @@ def main() -> int:
         print("| " + " | ".join(cells) + " |")
     for name in ("pct_ssh", "pct_ssh_plain"):
         print(f"\nPer-task ratio {name} / stock: {rows[name]['per_task'] / rows['stock']['per_task']:.2f}")
-    ratio = rows["pct_ssh"]["overhead"] / rows["stock"]["overhead"]
-    print(f"\nOverhead ratio pct_ssh / stock: {ratio:.2f} (target <= 0.33)\n")
+    # the per-task ratio decides the exit status: with the channel the module runs preloaded, cheaper than
+    # the fresh run subtracted for "overhead", so that ratio can go negative and tells nothing then
+    ratio = rows["pct_ssh"]["per_task"] / rows["stock"]["per_task"]
+    overhead = rows["pct_ssh"]["overhead"] / rows["stock"]["overhead"]
+    print(f"\nOverhead ratio pct_ssh / stock: {overhead:.2f} (per task less a fresh module run; informative)")
+    print(f"Per-task ratio pct_ssh / stock: {ratio:.2f} (target <= 0.33: the exit status)\n")
     print(f"| plugin | copy of {args.copy_mb} MiB: wall (s) | peak RSS of the largest process (MiB) |")
     print("|---|---|---|")
     for name, (wall, rss) in copies.items():

@@ -17,6 +17,10 @@ description:
     generation and takes about a second, so short probe timeouts flap.
   - On failure names every unhealthy instance with its last state, its systemd unit's state and the tail
     of its journal.
+  - An instance whose O(instances[].unit) systemd has given up on (C(failed), after it crashed until the start
+    limit was hit) or that is stopped (C(inactive)) will not answer before the deadline, so it is not waited for; the
+    module fails as soon as every other instance is healthy or given up on too. A unit between two automatic
+    restarts is C(activating) and is waited for.
   - With O(chat), sends each server one chat completion as soon as it is healthy (all at once, not one
     after another) and checks the response structure (an C(assistant) message in C(choices)). The run
     fails if any server is unhealthy or any reply is wrong.
@@ -45,7 +49,9 @@ options:
         type: str
         required: true
       unit:
-        description: Its systemd unit; its state and journal tail are reported on failure.
+        description:
+          - Its systemd unit; its state and journal tail are reported on failure, and the instance is not waited
+            for once the unit is C(failed) or C(inactive).
         type: str
   deadline:
     description: Seconds to wait for all servers (cold starts with JIT builds take many minutes).
@@ -101,6 +107,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 
+GIVEN_UP = ("failed", "inactive")
+
+
 def probe(url, timeout):
     """The state one /health request shows: ready, warming, loading or a short error."""
     try:
@@ -117,14 +126,25 @@ def probe(url, timeout):
         return f"no answer in {timeout} s ({error})"
 
 
+def given_up(unit):
+    """The unit's state when systemd will not start it again by itself (failed, inactive), else None."""
+    if not unit:
+        return None
+    state = subprocess.run(["systemctl", "show", "-P", "ActiveState", unit], capture_output=True, text=True,
+                           check=False).stdout.strip()  # fmt: skip
+    return state if state in GIVEN_UP else None
+
+
 def wait_all(instances, deadline, timeout, interval, on_ready=None):
-    """Poll every instance's /health at once until ready or the deadline; on_ready(result) runs in its thread."""
+    """Poll every instance's /health at once until ready, given up on by systemd, or the deadline;
+    on_ready(result) runs in the instance's thread."""
     clock, start = time.monotonic, time.monotonic()
     results = [
         {"name": i["name"], "url": i["url"], "state": "not polled", "seconds_to_healthy": None} for i in instances
     ]
+    units = [i.get("unit") for i in instances]
 
-    def watch(result):
+    def watch(result, unit):
         while True:
             result["state"] = probe(result["url"], timeout)
             if result["state"] == "ready":
@@ -132,11 +152,15 @@ def wait_all(instances, deadline, timeout, interval, on_ready=None):
                 if on_ready:
                     on_ready(result)
                 return
+            stopped = given_up(unit)
+            if stopped:
+                result["state"] += f", and its unit is {stopped}: systemd will not start it again"
+                return
             if clock() - start >= deadline:
                 return
             time.sleep(interval)
 
-    threads = [threading.Thread(target=watch, args=(r,), daemon=True) for r in results]
+    threads = [threading.Thread(target=watch, args=(r, units[k]), daemon=True) for k, r in enumerate(results)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -208,7 +232,9 @@ def main():
             for r in unhealthy
         ]
         module.fail_json(
-            msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy after {params['deadline']} s: "
+            msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy "
+            + (f"after {params['deadline']} s: " if any("systemd will not" not in r["state"] for r in unhealthy)
+               else "(systemd gave up on them; not waited for): ")
             + " | ".join(details),
             instances=results, healthy=False,
         )  # fmt: skip

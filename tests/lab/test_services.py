@@ -369,6 +369,26 @@ def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
     assert health() == {str(i): "200" for i in range(8)}
 
 
+def test_an_instance_systemd_gave_up_on_fails_the_run_without_waiting_for_the_deadline(inventory):
+    """Crashing at every start, sglang@5 hits its start limit (5 starts, 5 s apart) and is `failed`: the health
+    check stops waiting for it then, not at its 30-minute deadline; a run without the fault repairs it."""
+    plan = {"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"5": {"fault": "crash_at_start"}})},
+            "sglang_services_health_deadline": 1800}  # fmt: skip
+    try:
+        started = time.monotonic()
+        proc, _ = play(inventory, "-e", json.dumps(plan))
+        took = time.monotonic() - started
+        assert proc.returncode != 0
+        out = " ".join(proc.stdout.split())
+        assert "SGLang servers not healthy (systemd gave up on them; not waited for): sglang@5 (" in out, out[-3000:]
+        assert "and its unit is failed: systemd will not start it again" in out
+        assert took < 300, took
+    finally:
+        proc, changed = play(inventory)
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert health() == {str(i): "200" for i in range(8)}
+
+
 def test_kill_9_is_restarted_by_systemd_and_a_stopped_unit_by_a_rerun(inventory):
     pid = in_ct("systemctl show -p MainPID --value sglang@2.service").stdout.strip()
     assert in_ct(f"kill -9 {pid}").returncode == 0

@@ -87,7 +87,8 @@ def test_failure_names_each_unhealthy_instance_its_state_unit_and_journal(module
 
     def fake_run(argv, **kwargs):
         calls.append(argv)
-        out = "failed\n" if argv[0] == "systemctl" else "RuntimeError: crash at start\n"
+        # between two automatic restarts (waited for); is-active for the report
+        out = {"show": "activating\n", "is-active": "failed\n"}.get(argv[1], "RuntimeError: crash at start\n")
         return type("P", (), {"stdout": out, "returncode": 0})()
 
     monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
@@ -132,3 +133,28 @@ def test_each_server_gets_its_chat_as_soon_as_it_is_healthy_all_at_once(module_e
     took = time.monotonic() - started
     assert ok and [r["chat"] for r in result["instances"]] == ["ok"] * 8
     assert took < 1.6, took
+
+
+def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers, monkeypatch):
+    """A unit that is failed (start limit hit) or stopped will not answer: the module fails once the others
+    are healthy, long before the deadline, and says so."""
+    fakes = servers(1)
+    fakes[0].state = "ready"
+    states = {"sglang@0.service": "active", "sglang@3.service": "failed", "sglang@4.service": "inactive"}
+
+    def fake_run(argv, **kwargs):
+        out = states[argv[-1]] + "\n" if argv[:2] == ["systemctl", "show"] else "journal\n"
+        return type("P", (), {"stdout": out, "returncode": 0})()
+
+    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
+                 {"name": "sglang@4", "url": closed_port_url(), "unit": "sglang@4.service"}]  # fmt: skip
+    started = time.monotonic()
+    ok, result = run(module_exits, instances, deadline=60)
+    assert time.monotonic() - started < 5
+    assert not ok
+    assert result["msg"].startswith("2 of 3 SGLang servers not healthy (systemd gave up on them; not waited for): ")
+    assert "sglang@3 (" in result["msg"] and "loading, and its unit is failed" in result["msg"]
+    assert "loading, and its unit is inactive: systemd will not start it again" in result["msg"]
+    assert result["instances"][0]["state"] == "ready"

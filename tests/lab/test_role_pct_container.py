@@ -213,3 +213,17 @@ def test_stopped_container_with_another_userspace_is_caught_once_started(invento
         in " ".join(proc.stdout.split())
     )
     converged(inventory)
+
+
+def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
+    """pct_container_gpu_passthrough: lxc (raw lines instead of devN): the cgroup allows the major numbers
+    pct_probe read from the node's device nodes (195, and nvidia-uvm's dynamic one), checked in check mode."""
+    converged(inventory)
+    uvm_major = os.major(Path("/dev/nvidia-uvm").stat().st_rdev)
+    proc, changed = site(inventory, "--check", "--diff", "-e", "pct_container_gpu_passthrough=lxc")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert changed and changed > 0
+    assert "+lxc.cgroup2.devices.allow: c 195:* rwm" in proc.stdout, proc.stdout[-3000:]
+    assert f"+lxc.cgroup2.devices.allow: c {uvm_major}:* rwm" in proc.stdout
+    assert "+lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in proc.stdout
+    assert "-dev0: /dev/nvidia0,mode=0666" in proc.stdout

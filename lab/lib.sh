@@ -7,6 +7,7 @@ LAB_MANIFEST=$LAB_STATE/manifest
 LAB_TEMPLATE_DIR=/var/lib/vz/template/cache
 LAB_TEMPLATE=debian-12-gpulxclab_12.0-1_amd64.tar.zst
 LAB_TEMPLATE_OLD=debian-11-gpulxclab_11.0-1_amd64.tar.zst
+LAB_TEMPLATE_JIT=debian-12-gpulxclab-jit_12.0-1_amd64.tar.zst
 LAB_SSH_PORT=${GPULXC_LAB_SSH_PORT:-2222}
 LAB_INDEX_PORT=${GPULXC_LAB_INDEX_PORT:-3141}
 LAB_INDEX=$LAB_STATE/index

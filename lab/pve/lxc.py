@@ -87,8 +87,9 @@ def render(vmid: int, keys: dict, raw: list[tuple[str, str]], rootfs_dir: str) -
         "lxc.autodev = 1",
         "lxc.mount.auto = proc:mixed sys:mixed cgroup:mixed",
         f"lxc.rootfs.path = dir:{rootfs_dir}",
-        # The lab's CTs share the host network: netN is stored and checked but not realised here.
-        "lxc.net.0.type = none",
+        # The lab's CTs share the host network: netN is stored and checked but not realised here. A CT with
+        # no netN has no network, as LXC gives it on Proxmox: a network namespace of its own with only lo.
+        "lxc.net.0.type = " + ("none" if any(indexed_key(k) and indexed_key(k)[0] == "net" for k in keys) else "empty"),
     ]
     memory_key = translate_cgroup_key("lxc.cgroup2.memory.max")
     lines.append(f"{memory_key} = {int(keys.get('memory', 512)) * 1024 * 1024}")

@@ -1,0 +1,416 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: wheelhouse
+short_description: Build a wheelhouse for an air-gapped container on a connected machine
+version_added: 0.2.0
+description:
+  - Runs on a machine that reaches the package index. Fills O(dest) with every wheel the container's stacks
+    install, for a target Python and platform, so that a container with no network installs them from that
+    directory (uv_venv_wheelhouse) with the same pins, overrides and checks as online.
+  - Puts the pinned uv wheel there, checked against its sha256; its uv does the resolves.
+  - Resolves each lock in O(locks) for the target with C(uv pip compile --python-version --python-platform
+    --generate-hashes), the way gpulxc.sglang.uv_stack resolves in the container; it writes
+    O(dest)/<name>.lock with its inputs. A lock is made again only when its inputs changed.
+  - Downloads the locked wheels that are missing, or whose sha256 is not the lock's, with C(pip download
+    --require-hashes --no-deps --only-binary :all:), into a staging directory first, so a failed download
+    leaves the wheelhouse as it was.
+  - Removes wheels no lock names (O(prune)), so the container's resolve sees exactly the locked versions,
+    and writes O(dest)/SHA256SUMS.
+author:
+  - gpulxc.sglang developers (@gpulxc)
+requirements:
+  - pip in the Python that runs the module (for C(pip download)).
+attributes:
+  check_mode:
+    description: Resolves into a temporary directory when the uv wheel is already there, and reports what
+      would be downloaded and removed; changes nothing.
+    support: full
+  diff_mode:
+    description: The wheel files before and after.
+    support: full
+options:
+  dest:
+    description: The wheelhouse directory (created when missing).
+    type: path
+    required: true
+  python_version:
+    description: The Python (major.minor) of the container's virtual environments, for example V(3.11).
+    type: str
+    required: true
+  platform:
+    description:
+      - The container's platform in uv's terms, C(<arch>-manylinux_2_<glibc minor>), for example
+        V(x86_64-manylinux_2_36) for Debian 12 (glibc 2.36); wheels for that glibc or older are taken.
+    type: str
+    required: true
+  locks:
+    description:
+      - The stacks to resolve. Entries with the same O(locks[].name) are one resolve, their requirements and
+        overrides gathered in order, as C(requirements.d) fragments are by uv_stack.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The lock's name, used for its files (C(<name>.lock)).
+        type: str
+        required: true
+      requirements:
+        description: Requirements (PEP 508 strings).
+        type: list
+        elements: str
+        default: []
+      overrides:
+        description: Declared overrides (uv's C(--override)).
+        type: list
+        elements: str
+        default: []
+      label:
+        description: Where these requirements come from, as the input file names it.
+        type: str
+        default: the caller
+  index_url:
+    description: The package index.
+    type: str
+    required: true
+  extra_index_urls:
+    description: Indexes besides O(index_url).
+    type: list
+    elements: str
+    default: []
+  uv_wheel_url:
+    description: The URL of the pinned uv wheel.
+    type: str
+    required: true
+  uv_wheel_sha256:
+    description: Its sha256.
+    type: str
+    required: true
+  prune:
+    description: Remove wheels that no lock names.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Build the wheelhouse for a Debian 12 container (Python 3.11)
+  gpulxc.sglang.wheelhouse:
+    dest: /srv/wheelhouse
+    python_version: "3.11"
+    platform: x86_64-manylinux_2_36
+    index_url: https://pypi.org/simple
+    uv_wheel_url: https://files.pythonhosted.org/packages/.../uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl
+    uv_wheel_sha256: d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19
+    locks:
+      - name: stack
+        requirements: ["sglang==0.5.12", "torch==2.11.0"]
+        overrides: ["nvidia-cuda-runtime==13.2.75"]
+      - name: router
+        requirements: ["smg==1.13.0"]
+"""
+
+RETURN = r"""
+resolved:
+  description: The locks made (again) in this run.
+  returned: always
+  type: list
+  elements: str
+downloaded:
+  description: The wheel files downloaded (in check mode, the C(name==version) that would be).
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: The wheel files removed (no lock names them, or their sha256 was not the lock's).
+  returned: always
+  type: list
+  elements: str
+wheels:
+  description: The number of wheels in the wheelhouse afterwards, the uv wheel included.
+  returned: always
+  type: int
+uv_wheel:
+  description: The uv wheel's file name in the wheelhouse.
+  returned: always
+  type: str
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import fetch_url
+from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text
+from ansible_collections.gpulxc.sglang.plugins.module_utils._wheelhouse import (
+    locked,
+    parse_platform,
+    parse_python,
+    pip_target_args,
+    requirements_text,
+    wheel_key,
+)
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".wheelhouse.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+class Wheelhouse:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.dest = self.params["dest"]
+        self.check = module.check_mode
+        self.uv_name = os.path.basename(self.params["uv_wheel_url"].split("#", 1)[0].split("?", 1)[0])
+        self.uv_path = os.path.join(self.dest, self.uv_name)
+        self.index_args = ["--index-url", self.params["index_url"]]
+        self.index_args += [arg for url in self.params["extra_index_urls"] for arg in ("--extra-index-url", url)]
+        self.result = {"changed": False, "resolved": [], "downloaded": [], "removed": [], "wheels": 0,
+                       "uv_wheel": self.uv_name}  # fmt: skip
+
+    def fail(self, msg, **kwargs):
+        self.module.fail_json(msg=msg, **self.result, **kwargs)
+
+    # the uv wheel, and its uv
+    def uv_wheel(self):
+        if os.path.exists(self.uv_path) and sha256(self.uv_path) == self.params["uv_wheel_sha256"]:
+            return True
+        self.result["changed"] = True
+        self.result["downloaded"].append(self.uv_name)
+        if self.check:
+            return False
+        response, info = fetch_url(self.module, self.params["uv_wheel_url"], timeout=60)
+        if info["status"] != 200:
+            self.fail(f"could not download the uv wheel {self.params['uv_wheel_url']}: {info.get('msg')}")
+        fd, tmp = tempfile.mkstemp(dir=self.dest, prefix=".uv.")
+        with os.fdopen(fd, "wb") as handle:
+            shutil.copyfileobj(response, handle)
+        got = sha256(tmp)
+        if got != self.params["uv_wheel_sha256"]:
+            os.unlink(tmp)
+            self.fail(f"the uv wheel {self.params['uv_wheel_url']} has sha256 {got}, not the pinned "
+                      f"{self.params['uv_wheel_sha256']}: nothing was written")  # fmt: skip
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.uv_path)
+        return True
+
+    def extract_uv(self, tmp):
+        with zipfile.ZipFile(self.uv_path) as wheel:
+            member = next((n for n in wheel.namelist() if re.match(r"^uv-[^/]+\.data/scripts/uv$", n)), None)
+            if member is None:
+                self.fail(f"{self.uv_path} holds no uv binary (uv-<version>.data/scripts/uv)")
+            path = os.path.join(tmp, "uv")
+            with open(path, "wb") as handle:
+                handle.write(wheel.read(member))
+        os.chmod(path, 0o755)
+        return path
+
+    # one lock
+    def inputs(self, name):
+        entries = [e for e in self.params["locks"] if e["name"] == name]
+        header = f"# wheelhouse target: Python {self.params['python_version']}, {self.params['platform']}\n" + "".join(
+            f"# extra index: {url}\n" for url in self.params["extra_index_urls"]
+        )
+        requirements = header + fragment_text([(e["label"], e["requirements"]) for e in entries])
+        overrides = fragment_text([(e["label"], e["overrides"]) for e in entries])
+        return requirements, overrides
+
+    def resolve(self, uv, tmp, name, requirements, overrides):
+        req, ovr, lock = (os.path.join(tmp, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock"))
+        with open(req, "w") as handle:
+            handle.write(requirements)
+        with open(ovr, "w") as handle:
+            handle.write(overrides)
+        rc, out, err = self.module.run_command(
+            [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--no-config",
+             "--python-version", self.params["python_version"], "--python-platform", self.params["platform"],
+             *self.index_args, req, "--override", ovr, "-o", lock],
+            environ_update={"UV_CACHE_DIR": os.path.join(tmp, "uv-cache")},
+        )  # fmt: skip
+        if rc != 0:
+            self.fail(f"the resolve of lock {name!r} for Python {self.params['python_version']} on "
+                      f"{self.params['platform']} failed; the wheelhouse was not changed. uv said: "
+                      f"{err.strip() or out.strip()}", rc=rc, requirements=requirements)  # fmt: skip
+        with open(lock) as handle:
+            return handle.read()
+
+    def lock(self, uv, tmp, name):
+        """The lock's text: the one on disk while its inputs are unchanged, else a new resolve."""
+        requirements, overrides = self.inputs(name)
+        paths = [os.path.join(self.dest, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock")]
+        on_disk = [read(path) for path in paths]
+        if on_disk[2] is not None and on_disk[:2] == [requirements, overrides]:
+            return on_disk[2]
+        self.result["resolved"].append(name)
+        self.result["changed"] = True
+        if uv is None:  # check mode before the uv wheel is there: cannot say what it would lock
+            return None
+        text = self.resolve(uv, tmp, name, requirements, overrides)
+        if not self.check:
+            for index, content in enumerate((requirements, overrides, text)):
+                write_atomic(paths[index], content)
+        return text
+
+    # the wheels
+    def present(self):
+        """{(name, version): [(file, sha256)]} of the wheels in dest, the uv wheel aside."""
+        found = {}
+        for filename in sorted(os.listdir(self.dest)):
+            key = wheel_key(filename)
+            if key is None or filename == self.uv_name:
+                continue
+            found.setdefault(key, []).append((filename, sha256(os.path.join(self.dest, filename))))
+        return found
+
+    def download(self, missing):
+        staging = tempfile.mkdtemp(dir=self.dest, prefix=".download.")
+        try:
+            requirements = os.path.join(staging, "requirements.txt")
+            with open(requirements, "w") as handle:
+                handle.write(requirements_text(missing))
+            rc, out, err = self.module.run_command(
+                [sys.executable, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--quiet",
+                 "--no-deps", "--only-binary", ":all:", "--require-hashes", *self.index_args,
+                 *pip_target_args(self.params["python_version"], self.params["platform"]),
+                 "-d", os.path.join(staging, "wheels"), "-r", requirements],
+            )  # fmt: skip
+            if rc != 0:
+                self.fail(f"pip download of {len(missing)} locked wheels failed; the wheelhouse was not changed. "
+                          f"pip said: {err.strip()[-2000:] or out.strip()[-2000:]}", rc=rc)  # fmt: skip
+            files = sorted(os.listdir(os.path.join(staging, "wheels")))
+            for filename in files:
+                os.chmod(os.path.join(staging, "wheels", filename), 0o644)
+                os.replace(os.path.join(staging, "wheels", filename), os.path.join(self.dest, filename))
+            return files
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def validate(self):
+        params = self.params
+        try:
+            parse_platform(params["platform"])
+            parse_python(params["python_version"])
+        except ValueError as error:
+            self.fail(f"platform/python_version: {error}")
+        if not re.match(r"^[0-9a-f]{64}$", params["uv_wheel_sha256"]):
+            self.fail("uv_wheel_sha256 must be a sha256 (64 hex digits)")
+        for entry in params["locks"]:
+            if not re.match(r"^[a-z0-9][a-z0-9-]*$", entry["name"]):
+                self.fail(f"locks: the name {entry['name']!r} must be lower-case letters, digits and dashes")
+
+    def wanted(self):
+        """{(project, version): {sha256, ...}} of every lock (resolved again where its inputs changed)."""
+        wanted = {}
+        with tempfile.TemporaryDirectory(prefix="wheelhouse.") as tmp:
+            uv = self.extract_uv(tmp) if self.uv_wheel() else None
+            for name in dict.fromkeys(e["name"] for e in self.params["locks"]):
+                for project, (version, hashes) in locked(self.lock(uv, tmp, name) or "").items():
+                    wanted.setdefault((project, version), set()).update(hashes)
+        return wanted
+
+    def plan(self, wanted):
+        """(missing {project: (version, hashes)}, files to remove) against the wheels in dest."""
+        present = self.present()
+        missing, keep, remove = {}, set(), []
+        for (project, version), hashes in wanted.items():
+            good = [f for f, digest in present.get((project, version), []) if digest in hashes]
+            keep.update(good)
+            if not good:
+                missing[project] = (version, hashes)
+        for key, files in present.items():
+            remove += [f for f, _digest in files if f not in keep and (self.params["prune"] or key in wanted)]
+        return missing, remove
+
+    def apply(self, missing, remove):
+        if missing:
+            self.result["downloaded"] += self.download(missing)
+        replaced = set(self.result["downloaded"])
+        for filename in remove:
+            if filename not in replaced:
+                os.unlink(os.path.join(self.dest, filename))
+        self.result["removed"] = sorted(set(remove) - replaced)
+        wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
+        sums = "".join(f"{sha256(os.path.join(self.dest, f))}  {f}\n" for f in wheels)
+        if read(os.path.join(self.dest, "SHA256SUMS")) != sums:
+            write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums)
+
+    def run(self):
+        self.validate()
+        if not os.path.isdir(self.dest):
+            self.result["changed"] = True
+            if self.check:
+                self.result["resolved"] = list(dict.fromkeys(e["name"] for e in self.params["locks"]))
+                self.result["downloaded"] = [self.uv_name]
+                return self.result
+            os.makedirs(self.dest, mode=0o755)
+        before = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
+        missing, remove = self.plan(self.wanted())
+        self.result["changed"] = self.result["changed"] or bool(missing or remove)
+        if self.check:
+            self.result["downloaded"] += [f"{p}=={v}" for p, (v, _hashes) in sorted(missing.items())]
+            self.result["removed"] = sorted(remove)
+            after = sorted(set(before) - set(remove)) + self.result["downloaded"]
+        else:
+            self.apply(missing, remove)
+            after = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
+        self.result["wheels"] = len(after)
+        if self.module._diff and self.result["changed"]:
+            self.result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
+        return self.result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "dest": {"type": "path", "required": True},
+            "python_version": {"type": "str", "required": True},
+            "platform": {"type": "str", "required": True},
+            "locks": {"type": "list", "elements": "dict", "required": True, "options": {
+                "name": {"type": "str", "required": True},
+                "requirements": {"type": "list", "elements": "str", "default": []},
+                "overrides": {"type": "list", "elements": "str", "default": []},
+                "label": {"type": "str", "default": "the caller"},
+            }},
+            "index_url": {"type": "str", "required": True},
+            "extra_index_urls": {"type": "list", "elements": "str", "default": []},
+            "uv_wheel_url": {"type": "str", "required": True},
+            "uv_wheel_sha256": {"type": "str", "required": True},
+            "prune": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )  # fmt: skip
+    module.exit_json(**Wheelhouse(module).run())
+
+
+if __name__ == "__main__":
+    main()

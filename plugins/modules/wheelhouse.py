@@ -19,7 +19,8 @@ description:
   - Downloads the locked wheels that are missing, or whose sha256 is not the lock's, with C(pip download
     --require-hashes --no-deps --only-binary :all:), into a staging directory first, so a failed download
     leaves the wheelhouse as it was.
-  - Removes wheels no lock names (O(prune)), so the container's resolve sees exactly the locked versions,
+  - Removes wheels no lock names, and the files of locks no longer asked for (O(prune)), so the container's
+    resolve sees exactly the locked versions,
     and writes O(dest)/SHA256SUMS.
 author:
   - gpulxc.sglang developers (@gpulxc)
@@ -92,7 +93,7 @@ options:
     type: str
     required: true
   prune:
-    description: Remove wheels that no lock names.
+    description: Remove wheels that no lock names, and the files of locks not in O(locks).
     type: bool
     default: true
 """
@@ -246,22 +247,24 @@ class Wheelhouse:
         return requirements, overrides
 
     def resolve(self, uv, tmp, name, requirements, overrides):
-        req, ovr, lock = (os.path.join(tmp, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock"))
-        with open(req, "w") as handle:
+        # relative names, run in tmp: the lock's "# via -r stack.in" annotations name no temporary path
+        req, ovr, lock = (f"{name}.{ext}" for ext in ("in", "overrides.txt", "lock"))
+        with open(os.path.join(tmp, req), "w") as handle:
             handle.write(requirements)
-        with open(ovr, "w") as handle:
+        with open(os.path.join(tmp, ovr), "w") as handle:
             handle.write(overrides)
         rc, out, err = self.module.run_command(
             [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--no-config",
              "--python-version", self.params["python_version"], "--python-platform", self.params["platform"],
              *self.index_args, req, "--override", ovr, "-o", lock],
+            cwd=tmp,
             environ_update={"UV_CACHE_DIR": os.path.join(tmp, "uv-cache")},
         )  # fmt: skip
         if rc != 0:
             self.fail(f"the resolve of lock {name!r} for Python {self.params['python_version']} on "
                       f"{self.params['platform']} failed; the wheelhouse was not changed. uv said: "
                       f"{err.strip() or out.strip()}", rc=rc, requirements=requirements)  # fmt: skip
-        with open(lock) as handle:
+        with open(os.path.join(tmp, lock)) as handle:
             return handle.read()
 
     def lock(self, uv, tmp, name):
@@ -349,6 +352,17 @@ class Wheelhouse:
                 missing[project] = (version, hashes)
         for key, files in present.items():
             remove += [f for f, _digest in files if f not in keep and (self.params["prune"] or key in wanted)]
+        if self.params["prune"]:
+            names = {e["name"] for e in self.params["locks"]}
+            for filename in sorted(os.listdir(self.dest)):
+                stem = filename[: -len(".lock")]
+                if (
+                    filename.endswith(".lock")
+                    and stem not in names
+                    and os.path.exists(os.path.join(self.dest, stem + ".in"))
+                ):
+                    remove += [f for f in (filename, stem + ".in", stem + ".overrides.txt")
+                               if os.path.exists(os.path.join(self.dest, f))]  # fmt: skip
         return missing, remove
 
     def apply(self, missing, remove):

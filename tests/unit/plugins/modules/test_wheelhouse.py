@@ -65,6 +65,7 @@ def index(tmp_path, monkeypatch, module_exits):
     def run_command(self, args, **kwargs):
         if args[1:3] == ["pip", "compile"]:
             fake["calls"].append("compile")
+            args = [str(Path(kwargs["cwd"], a)) if a.startswith(("stack.", "router.")) else a for a in args]
             requirements = Path(args[args.index("--override") - 1]).read_text()
             fake["requirements"][Path(args[-1]).stem] = requirements
             assert args[args.index("--python-platform") + 1] == "x86_64-manylinux_2_36"
@@ -247,3 +248,12 @@ def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
     )
     assert _wheelhouse.wheel_key("SHA256SUMS") is None
     assert os.path.basename(UV_URL) == "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+
+
+def test_a_lock_no_longer_asked_for_goes_with_its_wheels(index):
+    run(index)
+    ok, result = run(index, locks=[STACK[0], STACK[2]])
+    assert ok and result["changed"] and result["resolved"] == []
+    assert result["removed"] == ["router.in", "router.lock", "router.overrides.txt", "smg-1.13.0-py3-none-any.whl"]
+    assert not [name for name in listing(index) if name.startswith(("router.", "smg-"))]
+    assert "smg-1.13.0" not in (index["dest"] / "SHA256SUMS").read_text()

@@ -109,6 +109,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
     check_complaints,
     drift,
@@ -116,14 +117,6 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
     pins,
     requirement_name,
 )
-
-
-def read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
 
 
 def fragments(directory):
@@ -135,15 +128,6 @@ def fragments(directory):
             with open(os.path.join(directory, name)) as handle:
                 found.append((os.path.join(directory, name), handle.read().splitlines()))
     return found
-
-
-def write_atomic(path, text):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".uv_stack.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 class Stack:
@@ -206,8 +190,8 @@ class Stack:
         check = self.module.check_mode
         result = {"resolved": False, "synced": False, "drift": {}, "packages": 0, "lock": self.lock_path}
         diff = {"before": "", "after": ""}
-        inputs_before = (read(self.requirements_path), read(self.overrides_path))
-        lock_text = read(self.lock_path)
+        inputs_before = (read_text(self.requirements_path), read_text(self.overrides_path))
+        lock_text = read_text(self.lock_path)
         if lock_text is None or inputs_before != (self.want_requirements, self.want_overrides):
             result["resolved"] = True
             diff["before"] += f"# {self.requirements_path}\n{inputs_before[0] or ''}"

@@ -150,6 +150,7 @@ import tempfile
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text
 from ansible_collections.gpulxc.sglang.plugins.module_utils._wheelhouse import (
@@ -168,22 +169,6 @@ def sha256(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".wheelhouse.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 class Wheelhouse:
@@ -271,7 +256,7 @@ class Wheelhouse:
         """The lock's text: the one on disk while its inputs are unchanged, else a new resolve."""
         requirements, overrides = self.inputs(name)
         paths = [os.path.join(self.dest, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock")]
-        on_disk = [read(path) for path in paths]
+        on_disk = [read_text(path) for path in paths]
         if on_disk[2] is not None and on_disk[:2] == [requirements, overrides]:
             return on_disk[2]
         self.result["resolved"].append(name)
@@ -375,7 +360,7 @@ class Wheelhouse:
         self.result["removed"] = sorted(set(remove) - replaced)
         wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
         sums = "".join(f"{sha256(os.path.join(self.dest, f))}  {f}\n" for f in wheels)
-        if read(os.path.join(self.dest, "SHA256SUMS")) != sums:
+        if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums:
             write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums)
 
     def run(self):

@@ -42,24 +42,11 @@ for source in nvml nvidia_smi; do for sm in 9.0 12.0; do
     -a "{\"source\": \"$source\", \"compute_capabilities\": [\"$sm\"]}" 2>&1 | grep -E '"(source|name|compute_capability|msg)"|\| (SUCCESS|FAILED)'
 done; done
 echo "### the validation program, run on the GPU"; ( set -a; . /etc/sglang/cuda.env; set +a; /var/lib/gpulxc/validate/validate; echo "exit $?" )
-cat > /tmp/decode.py <<'PY'
-import time, torch, flashinfer
-torch.manual_seed(0)
-q = torch.randn(32, 128, dtype=torch.float16, device="cuda")
-k = torch.randn(4096, 32, 128, dtype=torch.float16, device="cuda")
-v = torch.randn(4096, 32, 128, dtype=torch.float16, device="cuda")
-t = time.time(); o = flashinfer.single_decode_with_kv_cache(q, k, v); torch.cuda.synchronize()
-s = torch.einsum("hd,nhd->hn", q.double(), k.double()) / 128 ** 0.5
-ref = torch.einsum("hn,nhd->hd", torch.softmax(s, dim=-1), v.double())
-print("device", torch.cuda.get_device_name(), "capability", torch.cuda.get_device_capability())
-print("flashinfer", flashinfer.__version__, "from", flashinfer.__file__, "JIT + call %.1f s" % (time.time() - t))
-print("relative error vs float64 torch: %.3e" % ((o.double() - ref).norm() / ref.norm()).item())
-PY
 clean() { rm -rf ~/.cache/flashinfer "${FLASHINFER_WORKSPACE_BASE:-/nonexistent}/.cache/flashinfer"; }
 echo "### FlashInfer decode kernel JIT-built in the roles' environment"
-( set -a; . /etc/sglang/cuda.env; set +a; echo "CUDA_HOME=$CUDA_HOME"; clean; /opt/sglang/venv/bin/python /tmp/decode.py 2>&1 | tail -5 )
+( set -a; . /etc/sglang/cuda.env; set +a; echo "CUDA_HOME=$CUDA_HOME"; clean; /opt/sglang/venv/bin/python tests/gpu/flashinfer_decode.py 2>&1 | tail -5 )
 echo "### negative case: the same build without cuda_surgery's lib64 and libcudart.so links"
-( set -a; . /etc/sglang/cuda.env; set +a; rm -f "$CUDA_HOME/lib64" "$CUDA_HOME/lib/libcudart.so"; clean; /opt/sglang/venv/bin/python /tmp/decode.py 2>&1 | grep -E "cannot find|Error|error" | head -5 )
+( set -a; . /etc/sglang/cuda.env; set +a; rm -f "$CUDA_HOME/lib64" "$CUDA_HOME/lib/libcudart.so"; clean; /opt/sglang/venv/bin/python tests/gpu/flashinfer_decode.py 2>&1 | grep -E "cannot find|Error|error" | head -5 )
 echo "### playbooks/stack.yml repairs it"; stack > "$OUT/stack-repair.out" 2>&1
 grep -E "^TASK|^changed|h200 +:" "$OUT/stack-repair.out" | grep -B1 -E "^changed|h200 +:" | grep -v "^--"
 } 2>&1 | tee "$OUT/wheelhouse_roles.out"

@@ -21,12 +21,20 @@ TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
 def run_site(inventory, limit, *args):
     """`ansible-playbook site.yml` on one lab CT (the lab inventory plus a test's own), from the repository's
     ansible.cfg: the process and the changed count of the CT's recap line (None without one)."""
-    proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", "inventories/lab", "-i", str(inventory),
-         "-l", limit, *args],
-        capture_output=True, text=True, check=False, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
+    return run_playbook("site.yml", inventory, limit, *args)
+
+
+def playbook_command(playbook, inventory, limit, *args):
+    """(argv, env) of `ansible-playbook <playbook>` on one lab CT, for subprocess.run or Popen with cwd=REPO."""
+    argv = [str(REPO / ".venv/bin/ansible-playbook"), playbook, "-i", "inventories/lab", "-i", str(inventory),
+            "-l", limit, *args]  # fmt: skip
+    return argv, dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
+
+
+def run_playbook(playbook, inventory, limit, *args):
+    """`ansible-playbook <playbook>` as run_site runs site.yml."""
+    argv, env = playbook_command(playbook, inventory, limit, *args)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
     recap = re.search(rf"{limit}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
     return proc, int(recap.group(1)) if recap else None
 

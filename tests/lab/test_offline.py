@@ -7,7 +7,6 @@ requests from inside the CT to the lab's index and to PyPI fail, and the index s
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ct_state, destroy, pct, run_site
+from conftest import REPO, ct_state, destroy, pct, playbook_command, run_playbook, run_site
 
 VMID = 970
 WHEELHOUSE = Path("/var/lib/gpulxc-lab/test-wheelhouse")
@@ -47,14 +46,7 @@ REACH = (
 
 def run_wheelhouse(inventory, *args):
     """`ansible-playbook playbooks/wheelhouse.yml -l ct970`: the process and the recap's changed count."""
-    proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible-playbook"), "playbooks/wheelhouse.yml", "-i", "inventories/lab", "-i",
-         str(inventory), "-l", f"ct{VMID}", *args],
-        capture_output=True, text=True, check=False, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
-    recap = re.search(rf"ct{VMID}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
-    return proc, int(recap.group(1)) if recap else None
+    return run_playbook("playbooks/wheelhouse.yml", inventory, f"ct{VMID}", *args)
 
 
 def lock_pins(path):
@@ -93,6 +85,9 @@ def test_bad_wheelhouse_input_is_refused_naming_the_variable_before_anything_is_
         assert not dest.exists(), args
     proc, _ = run_wheelhouse(inventory)
     assert proc.returncode != 0 and "wheelhouse_dest must be the absolute path" in proc.stdout, proc.stdout[-2000:]
+    # check mode says it would build, and writes nothing
+    proc, changed = run_wheelhouse(inventory, "--check", "--diff", "-e", f"wheelhouse_dest={dest}")
+    assert proc.returncode == 0 and changed == 1 and not dest.exists(), proc.stdout[-2000:]
 
 
 def test_the_wheelhouse_holds_every_locked_wheel_with_its_sha256_and_a_rebuild_changes_nothing(inventory, wheelhouse):
@@ -115,12 +110,8 @@ def test_the_wheelhouse_holds_every_locked_wheel_with_its_sha256_and_a_rebuild_c
 
 def test_the_offline_ct_converges_from_the_wheelhouse_and_reaches_no_index(inventory, wheelhouse):
     offset = INDEX_LOG.stat().st_size if INDEX_LOG.exists() else 0
-    proc = subprocess.Popen(
-        [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", "inventories/lab", "-i", str(inventory),
-         "-l", f"ct{VMID}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
+    argv, env = playbook_command("site.yml", inventory, f"ct{VMID}")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
     reach = None
     try:
         # during the run, once uv is set up in the CT (the stack is being installed from the wheelhouse)

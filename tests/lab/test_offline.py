@@ -76,7 +76,11 @@ def test_bad_wheelhouse_input_is_refused_naming_the_variable_before_anything_is_
     dest = tmp_path / "never"
     cases = [
         (["-e", "wheelhouse_platform=linux"], "wheelhouse_platform linux must be <arch>-manylinux_2_<glibc minor>"),
-        (["-e", "wheelhouse_python_version=3.9"], "which stack profile sglang-0.5.12 does not support"),
+        (
+            ["-e", "wheelhouse_python_version=3.9"],
+            "does not support (it has wheels for 3.10, 3.11, 3.12, 3.13): choose"
+            " another Python (wheelhouse_python_version)",
+        ),
         (["-e", "sglang_router_version=latest"], "sglang_router_version latest must be an exact smg version"),
     ]
     for args, message in cases:
@@ -155,3 +159,12 @@ def test_a_wheelhouse_without_the_uv_wheel_is_refused_before_anything_changes(in
     assert "uv_venv_wheelhouse /mnt/models has no uv-0.13.9-" in proc.stdout, proc.stdout[-3000:]
     assert "ansible-playbook gpulxc.sglang.wheelhouse -l ct970" in proc.stdout, proc.stdout[-3000:]
     assert ct_state(VMID) == before
+
+
+def test_an_air_gapped_ct_without_a_debian_package_is_told_where_it_must_come_from(inventory, wheelhouse):
+    """Last in this module: it leaves ct970 without ninja-build (the module's teardown destroys it)."""
+    pct("exec", VMID, "--", "dpkg", "-r", "ninja-build")
+    proc, _ = run_site(inventory, f"ct{VMID}")
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "jit_toolchain: apt could not install ninja-build in the container" in proc.stdout, proc.stdout[-3000:]
+    assert "The container is air-gapped (uv_venv_wheelhouse)" in proc.stdout, proc.stdout[-3000:]

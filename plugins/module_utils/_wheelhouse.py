@@ -15,6 +15,7 @@ _LOCK_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#\\]+)")
 _LOCK_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 # PEP 427: {distribution}-{version}(-{build tag})?-{python tag}-{abi tag}-{platform tag}.whl
 _WHEEL = re.compile(r"^([^-]+)-([^-]+)(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_WHEEL_TAGS = re.compile(r"^[^-]+-[^-]+(?:-[0-9][^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
 
 
 def parse_platform(platform):
@@ -51,19 +52,24 @@ def pip_target_args(python_version, platform):
 
 
 def locked(lock_text):
-    """{canonical name: (version, {sha256, ...})} of a lock made with `uv pip compile --generate-hashes`."""
-    found = {}
+    """({canonical name: (version, {sha256, ...})}, [top-level lines that are not name==version pins]) of a lock
+    made with `uv pip compile --generate-hashes`: a direct URL (`name @ https://...`) or an editable requirement
+    is not a wheel an index serves."""
+    found, others = {}, []
     current = None
     for line in lock_text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = _LOCK_PIN.match(line)
-        if match and not line.startswith((" ", "\t")):
-            current = canonical(match.group(1))
-            found[current] = (match.group(2), set())
+        if not line.startswith((" ", "\t")):
+            match = _LOCK_PIN.match(line)
+            current = canonical(match.group(1)) if match else None
+            if match:
+                found[current] = (match.group(2), set())
+            else:
+                others.append(line.rstrip(" \\"))
         if current is not None:
             found[current][1].update(_LOCK_HASH.findall(line))
-    return found
+    return found, others
 
 
 def wheel_key(filename):
@@ -72,6 +78,37 @@ def wheel_key(filename):
     if not match:
         return None
     return canonical(match.group(1)), match.group(2)
+
+
+def _manylinux_glibc(tag, arch):
+    """The glibc minor a platform tag needs on `arch` (manylinux_2_N, manylinux2014/2010/1); None otherwise."""
+    legacy = {f"manylinux2014_{arch}": 17, f"manylinux2010_{arch}": 12, f"manylinux1_{arch}": 5}
+    if tag in legacy:
+        return legacy[tag]
+    match = re.match(rf"^manylinux_2_([0-9]+)_{arch}$", tag)
+    return int(match.group(1)) if match else None
+
+
+def compatible(filename, python_version, platform):
+    """Whether a wheel installs on the target: CPython 3.X (its own ABI, abi3 of 3.X or older, or none) on
+    the platform's architecture with a glibc at most the platform's. A lock lists the hashes of every file of a
+    version, so a file left from another target must not pass for the target's."""
+    match = _WHEEL_TAGS.match(filename)
+    if not match:
+        return False
+    arch, glibc = parse_platform(platform)
+    minor = parse_python(python_version)
+    pythons, abis, platforms = (set(match.group(g).split(".")) for g in ("py", "abi", "plat"))
+    needs = [_manylinux_glibc(tag, arch) for tag in platforms]
+    if "any" not in platforms and not any(n is not None and n <= glibc for n in needs):
+        return False
+    own = f"cp3{minor}"
+    stable = {p for p in pythons if re.match(r"^cp3([0-9]+)$", p) and int(p[3:]) <= minor}
+    return bool(
+        (own in abis and own in pythons)
+        or ("abi3" in abis and stable)
+        or ("none" in abis and pythons & {"py3", f"py3{minor}", own})
+    )
 
 
 def requirements_text(entries):

@@ -154,6 +154,7 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import r
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text
 from ansible_collections.gpulxc.sglang.plugins.module_utils._wheelhouse import (
+    compatible,
     locked,
     parse_platform,
     parse_python,
@@ -179,6 +180,8 @@ class Wheelhouse:
         self.check = module.check_mode
         self.uv_name = os.path.basename(self.params["uv_wheel_url"].split("#", 1)[0].split("?", 1)[0])
         self.uv_path = os.path.join(self.dest, self.uv_name)
+        self.new_uv = None  # a uv wheel downloaded into the temporary directory, moved in by apply()
+        self.pending = {}  # lock files to write, by path, once every download succeeded
         self.index_args = ["--index-url", self.params["index_url"]]
         self.index_args += [arg for url in self.params["extra_index_urls"] for arg in ("--extra-index-url", url)]
         self.result = {"changed": False, "resolved": [], "downloaded": [], "removed": [], "wheels": 0,
@@ -187,45 +190,70 @@ class Wheelhouse:
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **self.result, **kwargs)
 
+    def validate(self):
+        params = self.params
+        try:
+            parse_platform(params["platform"])
+            parse_python(params["python_version"])
+        except ValueError as error:
+            self.fail(f"platform/python_version: {error}")
+        if not re.match(r"^[0-9a-f]{64}$", params["uv_wheel_sha256"]):
+            self.fail("uv_wheel_sha256 must be a sha256 (64 hex digits)")
+        if not params["locks"]:
+            self.fail("locks: give at least one lock (with none, pruning would empty the wheelhouse)")
+        for entry in params["locks"]:
+            if not re.match(r"^[a-z0-9][a-z0-9-]*$", entry["name"]):
+                self.fail(f"locks: the name {entry['name']!r} must be lower-case letters, digits and dashes")
+        rc, out, err = self.module.run_command([sys.executable, "-m", "pip", "--version"])
+        if rc != 0:
+            self.fail(f"pip does not run in {sys.executable} on the builder ({err.strip() or out.strip()}): install "
+                      "pip for it (Debian: python3-pip), or build on another host (the wheelhouse role's "
+                      "wheelhouse_builder)")  # fmt: skip
+
     # the uv wheel, and its uv
-    def uv_wheel(self):
+    def uv_wheel(self, tmp):
+        """A verified uv wheel: the wheelhouse's, or one downloaded into tmp (apply() moves it in)."""
         if os.path.exists(self.uv_path) and sha256(self.uv_path) == self.params["uv_wheel_sha256"]:
-            return True
-        self.result["changed"] = True
+            return self.uv_path
         self.result["downloaded"].append(self.uv_name)
-        if self.check:
-            return False
         response, info = fetch_url(self.module, self.params["uv_wheel_url"], timeout=60)
         if info["status"] != 200:
             self.fail(f"could not download the uv wheel {self.params['uv_wheel_url']}: {info.get('msg')}")
-        fd, tmp = tempfile.mkstemp(dir=self.dest, prefix=".uv.")
-        with os.fdopen(fd, "wb") as handle:
+        self.new_uv = os.path.join(tmp, self.uv_name)
+        with open(self.new_uv, "wb") as handle:
             shutil.copyfileobj(response, handle)
-        got = sha256(tmp)
+        got = sha256(self.new_uv)
         if got != self.params["uv_wheel_sha256"]:
-            os.unlink(tmp)
             self.fail(f"the uv wheel {self.params['uv_wheel_url']} has sha256 {got}, not the pinned "
                       f"{self.params['uv_wheel_sha256']}: nothing was written")  # fmt: skip
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, self.uv_path)
-        return True
+        return self.new_uv
 
-    def extract_uv(self, tmp):
-        with zipfile.ZipFile(self.uv_path) as wheel:
+    def extract_uv(self, wheel_path, tmp):
+        with zipfile.ZipFile(wheel_path) as wheel:
             member = next((n for n in wheel.namelist() if re.match(r"^uv-[^/]+\.data/scripts/uv$", n)), None)
             if member is None:
-                self.fail(f"{self.uv_path} holds no uv binary (uv-<version>.data/scripts/uv)")
+                self.fail(f"{self.params['uv_wheel_url']} holds no uv binary (uv-<version>.data/scripts/uv)")
             path = os.path.join(tmp, "uv")
             with open(path, "wb") as handle:
                 handle.write(wheel.read(member))
         os.chmod(path, 0o755)
+        try:
+            rc, _out, err = self.module.run_command([path, "--version"], handle_exceptions=False)
+        except OSError as error:
+            rc, err = 1, str(error)
+        if rc != 0:
+            self.fail(f"the uv of {self.uv_name} does not run on the builder ({err.strip()}): build the wheelhouse "
+                      "on a machine of the container's architecture (the wheelhouse role's wheelhouse_builder), or "
+                      "give the builder's uv wheel (uv_venv_uv_wheel_url, uv_venv_uv_wheel_sha256)")  # fmt: skip
         return path
 
-    # one lock
+    # the locks
     def inputs(self, name):
         entries = [e for e in self.params["locks"] if e["name"] == name]
-        header = f"# wheelhouse target: Python {self.params['python_version']}, {self.params['platform']}\n" + "".join(
-            f"# extra index: {url}\n" for url in self.params["extra_index_urls"]
+        header = (
+            f"# wheelhouse target: Python {self.params['python_version']}, {self.params['platform']}\n"
+            + f"# index: {self.params['index_url']}\n"
+            + "".join(f"# extra index: {url}\n" for url in self.params["extra_index_urls"])
         )
         requirements = header + fragment_text([(e["label"], e["requirements"]) for e in entries])
         overrides = fragment_text([(e["label"], e["overrides"]) for e in entries])
@@ -252,33 +280,75 @@ class Wheelhouse:
         with open(os.path.join(tmp, lock)) as handle:
             return handle.read()
 
-    def lock(self, uv, tmp, name):
-        """The lock's text: the one on disk while its inputs are unchanged, else a new resolve."""
-        requirements, overrides = self.inputs(name)
-        paths = [os.path.join(self.dest, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock")]
-        on_disk = [read_text(path) for path in paths]
-        if on_disk[2] is not None and on_disk[:2] == [requirements, overrides]:
-            return on_disk[2]
-        self.result["resolved"].append(name)
-        self.result["changed"] = True
-        if uv is None:  # check mode before the uv wheel is there: cannot say what it would lock
-            return None
-        text = self.resolve(uv, tmp, name, requirements, overrides)
-        if not self.check:
-            for index, content in enumerate((requirements, overrides, text)):
-                write_atomic(paths[index], content)
-        return text
+    def locks(self, tmp):
+        """{name: lock text}: the ones on disk while every lock's inputs are unchanged, else every lock resolved
+        again together (one index snapshot: the locks share a wheelhouse, and the container resolves each
+        against all of its wheels)."""
+        names = list(dict.fromkeys(e["name"] for e in self.params["locks"]))
+        wanted, texts = {}, {}
+        for name in names:
+            requirements, overrides = self.inputs(name)
+            paths = [os.path.join(self.dest, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock")]
+            wanted[name] = (paths, requirements, overrides)
+            on_disk = [read_text(path) for path in paths]
+            if on_disk[2] is not None and on_disk[:2] == [requirements, overrides]:
+                texts[name] = on_disk[2]
+        if len(texts) == len(names):
+            return texts
+        uv = self.extract_uv(self.uv_wheel(tmp), tmp)
+        self.result["resolved"] = names
+        for name, (paths, requirements, overrides) in wanted.items():
+            texts[name] = self.resolve(uv, tmp, name, requirements, overrides)
+            for path, content in zip(paths, (requirements, overrides, texts[name])):  # noqa: B905 (Python 3.9)
+                if read_text(path) != content:
+                    self.pending[path] = content
+        return texts
+
+    def wanted(self, tmp):
+        """{(project, version): {sha256, ...}} of every lock."""
+        wanted = {}
+        for name, text in self.locks(tmp).items():
+            pins, others = locked(text)
+            if others:
+                self.fail(f"lock {name!r} holds requirements that are not wheels from an index: {others}. A "
+                          "wheelhouse holds only what an index serves: require name==version from an index "
+                          "(sglang_stack_extra_packages, sglang_stack_extra_index_urls)")  # fmt: skip
+            for project, (version, hashes) in pins.items():
+                wanted.setdefault((project, version), set()).update(hashes)
+        return wanted
 
     # the wheels
-    def present(self):
-        """{(name, version): [(file, sha256)]} of the wheels in dest, the uv wheel aside."""
-        found = {}
-        for filename in sorted(os.listdir(self.dest)):
-            key = wheel_key(filename)
-            if key is None or filename == self.uv_name:
-                continue
-            found.setdefault(key, []).append((filename, sha256(os.path.join(self.dest, filename))))
-        return found
+    def plan(self, wanted):
+        """(missing {project: (version, hashes)}, files to remove) against the wheels in dest: a wheel is good
+        for a pin when its sha256 is the lock's and its tags install on the target."""
+        present = {}
+        if os.path.isdir(self.dest):
+            for filename in sorted(os.listdir(self.dest)):
+                key = wheel_key(filename)
+                if key is not None and filename != self.uv_name:
+                    present.setdefault(key[0], []).append((filename, sha256(os.path.join(self.dest, filename))))
+        target = (self.params["python_version"], self.params["platform"])
+        missing, keep = {}, set()
+        for (project, version), hashes in wanted.items():
+            good = [f for f, digest in present.get(project, []) if digest in hashes and compatible(f, *target)]
+            keep.update(good)
+            if not good:
+                missing[project] = (version, hashes)
+        projects = {project for project, _version in wanted}
+        remove = [f for project, files in present.items() for f, _digest in files
+                  if f not in keep and (self.params["prune"] or project in projects)]  # fmt: skip
+        if self.params["prune"] and os.path.isdir(self.dest):
+            names = {e["name"] for e in self.params["locks"]}
+            for filename in sorted(os.listdir(self.dest)):
+                stem = filename[: -len(".lock")]
+                if (
+                    filename.endswith(".lock")
+                    and stem not in names
+                    and os.path.exists(os.path.join(self.dest, stem + ".in"))
+                ):
+                    remove += [f for f in (filename, stem + ".in", stem + ".overrides.txt")
+                               if os.path.exists(os.path.join(self.dest, f))]  # fmt: skip
+        return missing, sorted(remove)
 
     def download(self, missing):
         staging = tempfile.mkdtemp(dir=self.dest, prefix=".download.")
@@ -303,85 +373,43 @@ class Wheelhouse:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def validate(self):
-        params = self.params
-        try:
-            parse_platform(params["platform"])
-            parse_python(params["python_version"])
-        except ValueError as error:
-            self.fail(f"platform/python_version: {error}")
-        if not re.match(r"^[0-9a-f]{64}$", params["uv_wheel_sha256"]):
-            self.fail("uv_wheel_sha256 must be a sha256 (64 hex digits)")
-        for entry in params["locks"]:
-            if not re.match(r"^[a-z0-9][a-z0-9-]*$", entry["name"]):
-                self.fail(f"locks: the name {entry['name']!r} must be lower-case letters, digits and dashes")
-
-    def wanted(self):
-        """{(project, version): {sha256, ...}} of every lock (resolved again where its inputs changed)."""
-        wanted = {}
-        with tempfile.TemporaryDirectory(prefix="wheelhouse.") as tmp:
-            uv = self.extract_uv(tmp) if self.uv_wheel() else None
-            for name in dict.fromkeys(e["name"] for e in self.params["locks"]):
-                for project, (version, hashes) in locked(self.lock(uv, tmp, name) or "").items():
-                    wanted.setdefault((project, version), set()).update(hashes)
-        return wanted
-
-    def plan(self, wanted):
-        """(missing {project: (version, hashes)}, files to remove) against the wheels in dest."""
-        present = self.present()
-        missing, keep, remove = {}, set(), []
-        for (project, version), hashes in wanted.items():
-            good = [f for f, digest in present.get((project, version), []) if digest in hashes]
-            keep.update(good)
-            if not good:
-                missing[project] = (version, hashes)
-        for key, files in present.items():
-            remove += [f for f, _digest in files if f not in keep and (self.params["prune"] or key in wanted)]
-        if self.params["prune"]:
-            names = {e["name"] for e in self.params["locks"]}
-            for filename in sorted(os.listdir(self.dest)):
-                stem = filename[: -len(".lock")]
-                if (
-                    filename.endswith(".lock")
-                    and stem not in names
-                    and os.path.exists(os.path.join(self.dest, stem + ".in"))
-                ):
-                    remove += [f for f in (filename, stem + ".in", stem + ".overrides.txt")
-                               if os.path.exists(os.path.join(self.dest, f))]  # fmt: skip
-        return missing, remove
-
     def apply(self, missing, remove):
-        if missing:
-            self.result["downloaded"] += self.download(missing)
-        replaced = set(self.result["downloaded"])
+        """Every download first (a failure changes nothing), then removals, the locks and SHA256SUMS."""
+        if not os.path.isdir(self.dest):
+            os.makedirs(self.dest, mode=0o755)
+        downloaded = self.download(missing) if missing else []
+        self.result["downloaded"] += downloaded
+        if self.new_uv:
+            os.chmod(self.new_uv, 0o644)
+            shutil.move(self.new_uv, self.uv_path)
         for filename in remove:
-            if filename not in replaced:
+            if filename not in downloaded:
                 os.unlink(os.path.join(self.dest, filename))
-        self.result["removed"] = sorted(set(remove) - replaced)
-        wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
-        sums = "".join(f"{sha256(os.path.join(self.dest, f))}  {f}\n" for f in wheels)
-        if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums:
-            write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums)
+        self.result["removed"] = [f for f in remove if f not in downloaded]
+        for path, content in self.pending.items():
+            write_atomic(path, content)
+
+    def sums(self):
+        wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl")) if os.path.isdir(self.dest) else []
+        return wheels, "".join(f"{sha256(os.path.join(self.dest, f))}  {f}\n" for f in wheels)
 
     def run(self):
         self.validate()
-        if not os.path.isdir(self.dest):
-            self.result["changed"] = True
+        before, sums_before = self.sums()
+        stale_sums = read_text(os.path.join(self.dest, "SHA256SUMS")) != sums_before
+        with tempfile.TemporaryDirectory(prefix="wheelhouse.") as tmp:
+            missing, remove = self.plan(self.wanted(tmp))
             if self.check:
-                self.result["resolved"] = list(dict.fromkeys(e["name"] for e in self.params["locks"]))
-                self.result["downloaded"] = [self.uv_name]
-                return self.result
-            os.makedirs(self.dest, mode=0o755)
-        before = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
-        missing, remove = self.plan(self.wanted())
-        self.result["changed"] = self.result["changed"] or bool(missing or remove)
-        if self.check:
-            self.result["downloaded"] += [f"{p}=={v}" for p, (v, _hashes) in sorted(missing.items())]
-            self.result["removed"] = sorted(remove)
-            after = sorted(set(before) - set(remove)) + self.result["downloaded"]
-        else:
-            self.apply(missing, remove)
-            after = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl"))
+                self.result["downloaded"] += [f"{p}=={v}" for p, (v, _hashes) in sorted(missing.items())]
+                self.result["removed"] = remove
+                after = sorted(set(before) - set(remove)) + self.result["downloaded"]
+            else:
+                self.apply(missing, remove)
+                after, sums_after = self.sums()
+                if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums_after:
+                    write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums_after)
+        self.result["changed"] = bool(self.result["downloaded"] or remove or self.pending or stale_sums
+                                      or (self.result["resolved"] and self.check))  # fmt: skip
         self.result["wheels"] = len(after)
         if self.module._diff and self.result["changed"]:
             self.result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}

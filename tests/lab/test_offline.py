@@ -89,6 +89,15 @@ def test_bad_wheelhouse_input_is_refused_naming_the_variable_before_anything_is_
         assert not dest.exists(), args
     proc, _ = run_wheelhouse(inventory)
     assert proc.returncode != 0 and "wheelhouse_dest must be the absolute path" in proc.stdout, proc.stdout[-2000:]
+    # two containers that install different stacks cannot share one run (the module runs once)
+    two = tmp_path / "two.yml"
+    hosts = {f"ct{VMID}": HOST, "ct971": dict(HOST, proxmox_vmid=971, sglang_router_version="1.12.0")}
+    two.write_text(json.dumps({"sglang_containers": {"hosts": hosts}}))
+    proc, _ = run_playbook("playbooks/wheelhouse.yml", two, f"ct{VMID},ct971", "-e", f"wheelhouse_dest={dest}")
+    assert proc.returncode != 0 and "but the containers ct971 ask for another one than ct970" in proc.stdout, (
+        proc.stdout[-2000:]
+    )
+    assert not dest.exists()
     # check mode says it would build, and writes nothing
     proc, changed = run_wheelhouse(inventory, "--check", "--diff", "-e", f"wheelhouse_dest={dest}")
     assert proc.returncode == 0 and changed == 1 and not dest.exists(), proc.stdout[-2000:]
@@ -158,6 +167,25 @@ def test_a_wheelhouse_without_the_uv_wheel_is_refused_before_anything_changes(in
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "uv_venv_wheelhouse /mnt/models has no uv-0.13.9-" in proc.stdout, proc.stdout[-3000:]
     assert "ansible-playbook gpulxc.sglang.wheelhouse -l ct970" in proc.stdout, proc.stdout[-3000:]
+    assert ct_state(VMID) == before
+
+
+def test_a_wheelhouse_built_for_another_target_is_refused_before_anything_changes(inventory, wheelhouse):
+    stack_in = wheelhouse / "stack.in"
+    text = stack_in.read_text()
+    before = ct_state(VMID)
+    stack_in.write_text(text.replace("Python 3.11, x86_64-manylinux_2_36", "Python 3.12, x86_64-manylinux_2_39", 1))
+    try:
+        proc, _ = run_site(inventory, f"ct{VMID}")
+    finally:
+        stack_in.write_text(text)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    expected = (
+        "uv_venv_wheelhouse /mnt/wheelhouse was built for Python 3.12, x86_64-manylinux_2_39; this container runs"
+        " Python 3.11 (uv_venv_python) with glibc 2.36 on x86_64: build it again for it"
+        " (wheelhouse_python_version=3.11, wheelhouse_platform=x86_64-manylinux_2_36)."
+    )
+    assert expected in proc.stdout, proc.stdout[-3000:]
     assert ct_state(VMID) == before
 
 

@@ -57,12 +57,19 @@ def index(tmp_path, monkeypatch, module_exits):
     fake = {"wheels": {"sglang": {"0.5.12": b"sglang 0.5.12", "0.5.11": b"sglang 0.5.11"},
                        "torch": {"2.11.0": b"torch"}, "smg": {"1.13.0": b"smg"},
                        "nvidia-cuda-runtime": {"13.2.75": b"runtime"}},
-            "calls": [], "pip_fails": False, "uv_bytes": UV_WHEEL, "requirements": {}}  # fmt: skip
+            "calls": [], "pip_fails": False, "uv_bytes": UV_WHEEL, "requirements": {}, "pip_missing": False,
+            "uv_runs": True}  # fmt: skip
 
     def digest(data):
         return hashlib.sha256(data).hexdigest()
 
     def run_command(self, args, **kwargs):
+        if args[1:] == ["-m", "pip", "--version"]:
+            return (1, "", "No module named pip") if fake["pip_missing"] else (0, "pip 24.2", "")
+        if args[1:] == ["--version"]:
+            if not fake["uv_runs"]:
+                raise OSError(8, "Exec format error")
+            return 0, "uv 0.13.9", ""
         if args[1:3] == ["pip", "compile"]:
             fake["calls"].append("compile")
             args = [str(Path(kwargs["cwd"], a)) if a.startswith(("stack.", "router.")) else a for a in args]
@@ -75,6 +82,8 @@ def index(tmp_path, monkeypatch, module_exits):
             }
             lines = "".join(f"{n}=={v} \\\n    --hash=sha256:{digest(fake['wheels'][n][v])}\n    # via -r x\n"
                             for n, v in sorted(pins.items()))  # fmt: skip
+            lines += "".join(f"{line} \\\n    --hash=sha256:{'b' * 64}\n" for line in requirements.splitlines()
+                             if " @ " in line)  # fmt: skip
             Path(args[args.index("-o") + 1]).write_text(lines)
             return 0, "", ""
         if args[1:4] == ["-m", "pip", "download"]:
@@ -84,7 +93,7 @@ def index(tmp_path, monkeypatch, module_exits):
             assert "--require-hashes" in args and "manylinux_2_36_x86_64" in args and "cp311" in args
             target = Path(args[args.index("-d") + 1])
             target.mkdir()
-            for name, (version, _) in _wheelhouse.locked(Path(args[args.index("-r") + 1]).read_text()).items():
+            for name, (version, _) in _wheelhouse.locked(Path(args[args.index("-r") + 1]).read_text())[0].items():
                 (target / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(
                     fake["wheels"][name][version]
                 )
@@ -137,7 +146,9 @@ def test_a_first_build_fills_the_wheelhouse_and_a_second_run_changes_nothing(ind
     ]  # fmt: skip
     # both fragments of "stack" in one resolve, each under its label, for the target
     stack_in = (index["dest"] / "stack.in").read_text()
-    assert stack_in.startswith("# wheelhouse target: Python 3.11, x86_64-manylinux_2_36\n")
+    assert stack_in.startswith(
+        "# wheelhouse target: Python 3.11, x86_64-manylinux_2_36\n# index: http://index.invalid/simple\n"
+    )
     assert (
         "# from sglang_stack\nsglang==0.5.12\ntorch==2.11.0\n# from cuda_wheels\nnvidia-cuda-runtime==13.2.75"
         in stack_in
@@ -153,13 +164,14 @@ def test_a_first_build_fills_the_wheelhouse_and_a_second_run_changes_nothing(ind
     assert result["downloaded"] == [] and result["removed"] == []
 
 
-def test_a_new_pin_resolves_that_lock_again_downloads_the_new_wheel_and_prunes_the_old(index):
+def test_a_new_pin_resolves_every_lock_again_downloads_the_new_wheel_and_prunes_the_old(index):
     run(index)
     index["calls"].clear()
     locks = [dict(STACK[0], requirements=["sglang==0.5.11", "torch==2.11.0"]), *STACK[1:]]
     ok, result = run(index, diff=True, locks=locks)
-    assert ok and result["changed"] and result["resolved"] == ["stack"]
-    assert index["calls"] == ["compile", "download"]
+    # every lock from one index snapshot: the container resolves each against all of the wheelhouse's wheels
+    assert ok and result["changed"] and result["resolved"] == ["stack", "router"]
+    assert index["calls"] == ["compile", "compile", "download"]
     assert result["downloaded"] == ["sglang-0.5.11-py3-none-any.whl"]
     assert result["removed"] == ["sglang-0.5.12-py3-none-any.whl"]
     assert "sglang-0.5.12-py3-none-any.whl" in result["diff"]["before"]
@@ -179,8 +191,12 @@ def test_a_corrupt_wheel_is_downloaded_again(index):
 
 
 def test_check_mode_says_what_it_would_do_and_changes_nothing(index):
-    ok, result = run(index, check=True)
+    ok, result = run(index, check=True, diff=True)
     assert ok and result["changed"] and not index["dest"].exists()
+    assert result["resolved"] == ["stack", "router"] and result["downloaded"] == [
+        UV_URL.rsplit("/", 1)[1], "nvidia-cuda-runtime==13.2.75", "sglang==0.5.12", "smg==1.13.0", "torch==2.11.0"
+    ]  # fmt: skip
+    assert "sglang==0.5.12" in result["diff"]["after"]
     run(index)
     (index["dest"] / "smg-1.13.0-py3-none-any.whl").unlink()
     (index["dest"] / "stray-1.0-py3-none-any.whl").write_bytes(b"stray")
@@ -191,6 +207,62 @@ def test_check_mode_says_what_it_would_do_and_changes_nothing(index):
     assert result["downloaded"] == ["smg==1.13.0"] and result["removed"] == ["stray-1.0-py3-none-any.whl"]
     assert "stray-1.0" not in result["diff"]["after"] and "smg==1.13.0" in result["diff"]["after"]
     assert listing(index) == before
+
+
+def test_a_changed_pin_with_a_failed_download_leaves_locks_and_wheels_as_they_were(index):
+    run(index)
+    before = {p.name: p.read_bytes() for p in index["dest"].iterdir()}
+    index["pip_fails"] = True
+    locks = [dict(STACK[0], requirements=["sglang==0.5.11", "torch==2.11.0"]), *STACK[1:]]
+    ok, result = run(index, locks=locks)
+    assert not ok and "the wheelhouse was not changed" in result["msg"]
+    assert {p.name: p.read_bytes() for p in index["dest"].iterdir()} == before
+    index["pip_fails"] = False
+    ok, result = run(index, locks=locks)  # the retry resolves again: nothing was recorded as done
+    assert (
+        ok
+        and result["resolved"] == ["stack", "router"]
+        and "sglang==0.5.11" in (index["dest"] / "stack.lock").read_text()
+    )
+
+
+def test_a_wheel_for_another_python_whose_hash_the_lock_lists_is_replaced(index):
+    """uv's --generate-hashes lists every file of a version; a file left from another target must not pass."""
+    run(index)
+    (index["dest"] / "torch-2.11.0-py3-none-any.whl").rename(
+        index["dest"] / "torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl"
+    )
+    ok, result = run(index)
+    assert ok and result["changed"]
+    assert result["downloaded"] == ["torch-2.11.0-py3-none-any.whl"]
+    assert result["removed"] == ["torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl"]
+
+
+def test_a_lost_sha256sums_is_written_again_and_reported(index):
+    run(index)
+    (index["dest"] / "SHA256SUMS").unlink()
+    ok, result = run(index, check=True)
+    assert ok and result["changed"] and not (index["dest"] / "SHA256SUMS").exists()
+    ok, result = run(index)
+    assert ok and result["changed"] and (index["dest"] / "SHA256SUMS").exists()
+
+
+def test_a_direct_url_requirement_fails_naming_where_requirements_come_from(index):
+    locks = [dict(STACK[0], requirements=["sglang==0.5.12", "bar @ https://example.invalid/bar-1-py3-none-any.whl"])]
+    ok, result = run(index, locks=locks)
+    assert not ok and "'bar @ https://example.invalid/bar-1-py3-none-any.whl'" in result["msg"]
+    assert "sglang_stack_extra_packages" in result["msg"] and listing(index) == []
+
+
+def test_a_builder_without_pip_or_one_that_cannot_run_the_uv_fails_naming_wheelhouse_builder(index):
+    index["pip_missing"] = True
+    ok, result = run(index)
+    assert not ok and "pip does not run" in result["msg"] and "wheelhouse_builder" in result["msg"]
+    index["pip_missing"], index["uv_runs"] = False, False
+    ok, result = run(index)
+    assert not ok and "does not run on the builder ([Errno 8] Exec format error)" in result["msg"], result["msg"]
+    assert "wheelhouse_builder" in result["msg"] and "uv_venv_uv_wheel_url" in result["msg"]
+    assert listing(index) == []
 
 
 def test_a_uv_wheel_with_the_wrong_sha256_fails_and_writes_nothing(index):
@@ -217,6 +289,7 @@ def test_a_failed_download_leaves_the_wheelhouse_as_it_was(index):
         ({"python_version": "3"}, "'3' is not a Python version such as 3.11"),
         ({"uv_wheel_sha256": "abc"}, "uv_wheel_sha256 must be a sha256"),
         ({"locks": [{"name": "Stack One"}]}, "locks: the name 'Stack One'"),
+        ({"locks": []}, "locks: give at least one lock"),
     ],
 )
 def test_bad_input_fails_before_anything_is_written(index, args, message):
@@ -237,7 +310,8 @@ def test_pip_target_args_take_every_manylinux_tag_the_glibc_accepts():
 
 
 def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
-    pins = _wheelhouse.locked(LOCK)
+    pins, others = _wheelhouse.locked(LOCK + "bar @ https://example.invalid/bar.whl \\\n    --hash=sha256:" + "c" * 64)
+    assert others == ["bar @ https://example.invalid/bar.whl"]
     assert pins["aiohappyeyeballs"] == ("2.7.1", {"08fa096a87546046acb02ebabbc07b8f8ab870b43f67c6344210ef0141e970e4"})
     assert pins["annotated-doc"][0] == "0.0.7"
     assert len(pins["nvidia-cuda-runtime"][1]) == 2
@@ -247,6 +321,14 @@ def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
         "0.6.11.post1",
     )
     assert _wheelhouse.wheel_key("SHA256SUMS") is None
+    target = ("3.11", "x86_64-manylinux_2_36")
+    assert _wheelhouse.compatible("torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", *target)
+    assert _wheelhouse.compatible("smg-1.13.0-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", *target)
+    assert _wheelhouse.compatible("aiosignal-1.3.2-py2.py3-none-any.whl", *target)
+    assert not _wheelhouse.compatible("torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl", *target)
+    assert not _wheelhouse.compatible("a-1-cp311-cp311-manylinux_2_38_x86_64.whl", *target)  # newer glibc
+    assert not _wheelhouse.compatible("a-1-cp311-cp311-manylinux_2_28_aarch64.whl", *target)
+    assert not _wheelhouse.compatible("a-1-cp312-abi3-manylinux_2_17_x86_64.whl", *target)
     assert os.path.basename(UV_URL) == "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
 
 

@@ -90,9 +90,10 @@ def _manylinux_glibc(tag, arch):
 
 
 def compatible(filename, python_version, platform):
-    """Whether a wheel installs on the target: CPython 3.X (its own ABI, abi3 of 3.X or older, or none) on
-    the platform's architecture with a glibc at most the platform's. A lock lists the hashes of every file of a
-    version, so a file left from another target must not pass for the target's."""
+    """Whether a wheel installs on the target, as pip's tags for it say: CPython 3.X (its own ABI, abi3 of 3.X or
+    older, or no ABI for py3 or py3Y with Y <= X) on the platform's architecture with a glibc at most the
+    platform's. A lock lists the hashes of every file of a version, so a file left from another target must not
+    pass for the target's."""
     match = _WHEEL_TAGS.match(filename)
     if not match:
         return False
@@ -107,7 +108,7 @@ def compatible(filename, python_version, platform):
     return bool(
         (own in abis and own in pythons)
         or ("abi3" in abis and stable)
-        or ("none" in abis and pythons & {"py3", f"py3{minor}", own})
+        or ("none" in abis and pythons & ({"py3", own} | {f"py3{older}" for older in range(minor + 1)}))
     )
 
 

@@ -325,6 +325,8 @@ def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
     assert _wheelhouse.compatible("torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", *target)
     assert _wheelhouse.compatible("smg-1.13.0-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", *target)
     assert _wheelhouse.compatible("aiosignal-1.3.2-py2.py3-none-any.whl", *target)
+    assert _wheelhouse.compatible("interegular-0.3.3-py37-none-any.whl", *target)  # the lab index's, as on PyPI
+    assert not _wheelhouse.compatible("a-1-py312-none-any.whl", *target)
     assert not _wheelhouse.compatible("torch-2.11.0-cp310-cp310-manylinux_2_28_x86_64.whl", *target)
     assert not _wheelhouse.compatible("a-1-cp311-cp311-manylinux_2_38_x86_64.whl", *target)  # newer glibc
     assert not _wheelhouse.compatible("a-1-cp311-cp311-manylinux_2_28_aarch64.whl", *target)

@@ -12,13 +12,17 @@ description:
   - Runs on a machine that reaches the package index. Fills O(dest) with every wheel the container's stacks
     install, for a target Python and platform, so that a container with no network installs them from that
     directory (uv_venv_wheelhouse) with the same pins, overrides and checks as online.
+  - Checks first that pip runs in the module's Python and that the pinned uv runs on the builder.
   - Puts the pinned uv wheel there, checked against its sha256; its uv does the resolves.
   - Resolves each lock in O(locks) for the target with C(uv pip compile --python-version --python-platform
     --generate-hashes), the way gpulxc.sglang.uv_stack resolves in the container; it writes
-    O(dest)/<name>.lock with its inputs. A lock is made again only when its inputs changed.
-  - Downloads the locked wheels that are missing, or whose sha256 is not the lock's, with C(pip download
-    --require-hashes --no-deps --only-binary :all:), into a staging directory first, so a failed download
-    leaves the wheelhouse as it was.
+    O(dest)/<name>.lock with its inputs. When any lock's inputs changed, every lock is resolved again, together
+    (the container resolves each against all of the wheelhouse's wheels). A requirement that is not a wheel
+    from an index (a direct URL) is refused.
+  - Downloads the locked wheels that are missing, whose sha256 is not the lock's, or whose tags do not install
+    on the target (a lock lists the hashes of every file of a version), with C(pip download --require-hashes
+    --no-deps --only-binary :all:), into a staging directory. Locks, the uv wheel and C(SHA256SUMS) are written
+    only after every download succeeded, so a failed run leaves the wheelhouse as it was.
   - Removes wheels no lock names, and the files of locks no longer asked for (O(prune)), so the container's
     resolve sees exactly the locked versions,
     and writes O(dest)/SHA256SUMS.
@@ -28,7 +32,7 @@ requirements:
   - pip in the Python that runs the module (for C(pip download)).
 attributes:
   check_mode:
-    description: Resolves into a temporary directory when the uv wheel is already there, and reports what
+    description: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
       would be downloaded and removed; changes nothing.
     support: full
   diff_mode:

@@ -9,6 +9,9 @@ and on a warm one (all together), each against its bound from the single-instanc
 servers get staggered load/warm-up delays, as in the services suite), and the JIT builds when all 8 start
 at the same moment on an empty cache (the stand-in logs each build it starts).
 Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
+`--preload N`: instead, after the converge, N no-op re-runs with the channel's preload on and N with it off
+(`proxmox_pct_channel_preload=false`), interleaved so that a change of the machine's load hits both alike:
+the preload's gain on its own, at site.yml level (docs/connection.md).
 """
 
 import json
@@ -32,6 +35,7 @@ ALL_HEALTHY = (
     'import urllib.request as u; [u.urlopen(f"http://127.0.0.1:{38000 + i}/health", timeout=5) for i in range(8)]'
 )
 STOCK = ("-e", "lab_pct_connection=community.proxmox.proxmox_pct_remote")
+NO_PRELOAD = ("-e", "proxmox_pct_channel_preload=false")
 
 
 def pct(*args):
@@ -75,7 +79,24 @@ def start_times(since):
     return times
 
 
+def preload_rows(inventory, runs):
+    """Rows of the preload's A/B: the median no-op re-run with it on and off, and their difference."""
+    on, off = [], []
+    for _ in range(runs):
+        on.append(site(inventory)[0])
+        off.append(site(inventory, *NO_PRELOAD)[0])
+    on.sort()
+    off.sort()
+    mid_on, mid_off = on[runs // 2], off[runs // 2]
+    return [
+        ("no-op re-run, preload on (median)", f"{mid_on:.1f} s", " ".join(f"{t:.1f}" for t in on), ""),
+        ("no-op re-run, preload off (median)", f"{mid_off:.1f} s", " ".join(f"{t:.1f}" for t in off), ""),
+        ("preload's gain (off - on)", f"{mid_off - mid_on:.1f} s", "decision threshold 2 s", ""),
+    ]
+
+
 def main():
+    runs = int(sys.argv[sys.argv.index("--preload") + 1]) if "--preload" in sys.argv else 0
     if os.geteuid() != 0 or not Path("/usr/sbin/pct").exists():
         sys.exit("run as root with the lab built (make lab)")
     pct("destroy", VMID, "--force", "1")
@@ -88,6 +109,10 @@ def main():
         rows = []
         took, ok, changed = site(inventory)
         rows.append(("fresh converge from an empty node", f"{took:.1f} s", f"{ok} tasks, {changed} changed", ""))
+        if runs:
+            rows += preload_rows(inventory, runs)
+            pct("destroy", VMID, "--force", "1")
+            return print_rows(rows)
         took, ok, changed = site(inventory)
         rows.append(("no-op re-run (gpulxc.sglang.pct_ssh)", f"{took:.1f} s", f"{ok} tasks, {changed} changed",
                      f"{took / ok * 1000:.0f} ms/task"))  # fmt: skip
@@ -128,7 +153,10 @@ def main():
         rows.append(("JIT builds: 8 started together on an empty cache", str(builds), "target 1", ""))
         site(inventory)  # back to the inventory's settings
     pct("destroy", VMID, "--force", "1")
+    print_rows(rows)
 
+
+def print_rows(rows):
     print(f"site.yml in the lab, {time.strftime('%Y-%m-%d')}: {os.cpu_count()} cores, "
           f"{platform.system()} {platform.release()}, Python {platform.python_version()}")  # fmt: skip
     print("| measure | time | against | note |\n|---|---|---|---|")

@@ -24,6 +24,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection import ssh as ssh_plugin
 from ansible.plugins.loader import become_loader, connection_loader
+from ansible_collections.gpulxc.sglang.plugins.connection import pct_ssh
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel, pct_channel_agent
 
 REPO = Path(__file__).resolve().parents[4]
@@ -307,6 +308,14 @@ def test_commands_go_through_the_channel(calls):
     assert start["node_argv"][0] == "ssh"
     assert shlex.split(start["node_argv"][-1]) == ["/usr/sbin/pct", "exec", "200", "--", *pct_channel.CONTAINER_ARGV]
     assert (start["idle"], start["preload"]) == (60, True)
+
+
+@pytest.mark.parametrize(("core", "preload"), [("2.19.4", True), ("2.20.0", False), ("3.0.0", False)])
+def test_the_preload_is_used_only_on_the_ansible_core_versions_it_is_tested_with(calls, monkeypatch, core, preload):
+    monkeypatch.setattr(pct_ssh, "ansible_core_version", core)
+    calls["answers"].append((0, b"via channel", b""))
+    connect().exec_command("echo x")
+    assert calls["channel"][0][3]["preload"] is preload
 
 
 def test_what_the_channel_cannot_take_runs_with_a_plain_pct_exec(calls):

@@ -17,7 +17,8 @@ GALAXY = yaml.safe_load((REPO / "galaxy.yml").read_text())
 REPOSITORY_FILE = re.compile(re.escape(GALAXY["repository"]) + r"/(?:blob|tree)/main/([^#?]+)")
 # What ansible-galaxy leaves out whatever build_ignore says (ansible/galaxy/collection/__init__.py).
 ALWAYS_LEFT_OUT = ["MANIFEST.json", "FILES.json", "galaxy.yml", "galaxy.yaml", ".git", "*.pyc", "*.retry"]
-LEFT_OUT = ALWAYS_LEFT_OUT + ["tests/output", *GALAXY.get("build_ignore", [])]
+ALWAYS_LEFT_OUT += ["tests/output", "%s-%s-*.tar.gz" % (GALAXY["namespace"], GALAXY["name"])]
+LEFT_OUT = [*ALWAYS_LEFT_OUT, *GALAXY.get("build_ignore", [])]
 README_LIMIT = 10 * 1024
 
 DOCS = sorted(

@@ -9,7 +9,7 @@ venv), on the release's wheel
 directory, imports `sglang.srt.server_args` with every module that is not installed (torch,
 transformers, ...) replaced by a permissive stub, calls `ServerArgs.add_cli_args()` on a fresh
 `argparse.ArgumentParser` and writes every action (option strings, with the `--no-` forms of
-BooleanOptionalAction; action; type; nargs; choices) as the `flags:` section at the end of the
+BooleanOptionalAction; action; type; nargs; const; choices) as the `flags:` section at the end of the
 profile, replacing the one there. Choices computed by the real code from its own constants are
 resolved; a choices list that came from a stub is written as `<computed>` and named on stderr.
 """
@@ -220,6 +220,8 @@ def entries(parser):
             entry["type"] = "<stub>" if is_stub(action.type) else getattr(action.type, "__name__", repr(action.type))
         if action.nargs is not None and name not in IMPLIED_NARGS:
             entry["nargs"] = action.nargs
+        if action.const is not None and name in ("store", "append"):  # nargs "?": the value of a bare flag
+            entry["const"] = action.const
         if action.choices is not None:
             choices = None if is_stub(action.choices) else list(action.choices)
             if choices is None or any(is_stub(choice) for choice in choices):
@@ -295,7 +297,7 @@ def main(argv=None):
         f"{options.wheel.name},",
         f"sha256 {sha256_file(options.wheel)}.",
         "Do not edit by hand: regenerate. Per flag: its option strings, action (argparse's name for its",
-        "own actions, else SGLang's class), type, nargs and choices; <computed>: came from a stub.",
+        "own actions, else SGLang's class), type, nargs, const and choices; <computed>: came from a stub.",
     ]
     text = options.profile.read_text()
     if MARKER in text:

@@ -237,6 +237,20 @@ def scalar(value):
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
 
 
+def wrap(lines, indent, tokens, last):
+    """Append tokens to lines, joined by ", " and wrapped at WIDTH onto lines of the given indent;
+    `last` closes the final one."""
+    line = indent
+    for i, token in enumerate(tokens):
+        text = token + (last if i == len(tokens) - 1 else ",")
+        if len(line) + 1 + len(text) > WIDTH and line.strip():
+            lines.append(line)
+            line = indent
+        line += (" " if line.strip() else "") + text
+    lines.append(line)
+    return lines
+
+
 def render_entry(key, entry):
     """`  key: {names: [...], ..., choices: [...]}`, flow style on one line where it fits; else the
     choices list broken after its `[`, and the mapping after its `{` where even its head is too long
@@ -247,24 +261,16 @@ def render_entry(key, entry):
         if field != "choices" or not isinstance(value, list)
     ]
     choices = entry.get("choices") if isinstance(entry.get("choices"), list) else None
-    line = f"  {key}: {{" + ", ".join(fields)
-    if choices is None or len(line + f", choices: [{', '.join(map(scalar, choices))}]}}") <= WIDTH:
-        line += "" if choices is None else f", choices: [{', '.join(map(scalar, choices))}]"
-        if len(line) + 1 <= WIDTH:
-            return [line + "}"]
-        return [f"  {key}: {{", "    " + ", ".join(fields) + "}"]
-    lines = [line + ", choices: ["]
-    if len(lines[0]) > WIDTH:
-        lines = [f"  {key}: {{", "    " + ", ".join(fields) + ", choices: ["]
-    indent = " " * (len(lines[-1]) - len(lines[-1].lstrip()) + 2)
-    line = indent
-    for i, choice in enumerate(choices):
-        text = scalar(choice) + ("]}" if i == len(choices) - 1 else ",")
-        if len(line) + 1 + len(text) > WIDTH and line.strip():
-            lines.append(line)
-            line = indent
-        line += (" " if line.strip() else "") + text
-    return [*lines, line]
+    one = f"  {key}: {{" + ", ".join(fields + ([f"choices: [{', '.join(map(scalar, choices))}]"] if choices else []))
+    if len(one) + 1 <= WIDTH:
+        return [one + "}"]
+    head = f"  {key}: {{" + ", ".join(fields) + (", choices: [" if choices is not None else "")
+    if len(head) <= WIDTH and choices is not None:
+        return wrap([head], "    ", [scalar(choice) for choice in choices], "]}")
+    if choices is None:
+        return wrap([f"  {key}: {{"], "    ", fields, "}")
+    lines = wrap([f"  {key}: {{"], "    ", fields, ", choices: [")
+    return wrap(lines, "      ", [scalar(choice) for choice in choices], "]}")
 
 
 def render(table, header):

@@ -2,8 +2,9 @@
 
 It is carried by the lab index's stand-in `sglang` wheel (lab/index/build) and behaves, as far as a
 deployment can tell, like the real server on a GPU:
-- it accepts exactly sglang 0.5.12's flags (flags.tsv, extracted from the real server_args.py) and
-  refuses any other, as argparse does;
+- it accepts exactly sglang 0.5.12's flags (flags.json, which lab/index/build writes from the
+  profile's `flags:` table, itself generated from the real parser) and refuses any other, or a value
+  outside a flag's choices, as argparse does;
 - it demands what the real server demands: CUDA_HOME (deep_gemm asserts it at import),
   libnvrtc.so.13 loadable through LD_LIBRARY_PATH (sgl_kernel is NEEDED on it), its GPU's
   /dev/nvidiaN openable (ENXIO, "no driver", is what an allowed lab node gives; EPERM means the
@@ -40,7 +41,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-FLAGS = Path(__file__).with_name("flags.tsv")
+FLAGS = Path(__file__).with_name("flags.json")
 FLASHINFER_VERSION = "0.6.11.post1"
 TYPES = {
     "str": str,
@@ -63,32 +64,29 @@ extern "C" __global__ void gpulxc_standin_decode(__half *out) {
 """
 
 
+# SGLang's own actions, as argparse's: the deprecated switches take no value (DeprecatedAction only
+# warns, DeprecatedStoreTrueAction stores True), LoRAPathAction stores its list of paths.
+ACTIONS = {
+    "DeprecatedAction": {"action": "store_const", "const": None},
+    "DeprecatedStoreTrueAction": {"action": "store_true"},
+    "LoRAPathAction": {"action": "store"},
+    "BooleanOptionalAction": {"action": argparse.BooleanOptionalAction},
+}
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m sglang.launch_server", allow_abbrev=False)
-    computed = {}
-    rows = []
-    for line in FLAGS.read_text().splitlines():
-        if line.startswith("# --") and ": " in line:
-            flag, values = line[2:].split(": ", 1)
-            computed[flag.split(" ")[0]] = values.split()
-        elif line.startswith("--"):
-            rows.append((line.split("\t") + [""] * 5)[:5])
-    for names, action, kind, nargs, choices in rows:
-        kwargs = {}
-        if action == "store_true":
-            kwargs["action"] = "store_true"
-        elif action == "<custom>":  # deprecated switches and list flags with their own argparse Action
-            kwargs.update(nargs=nargs) if nargs else kwargs.update(nargs="?", const=True)
-        else:
-            kwargs["type"] = TYPES.get(kind, str)
-            if nargs:
-                kwargs["nargs"] = nargs
-        first = names.split(",")[0]
-        if choices == "<computed>":
-            kwargs["choices"] = computed.get(first)
-        elif choices:
-            kwargs["choices"] = choices.split("|")
-        parser.add_argument(*names.split(","), **kwargs)
+    for entry in json.loads(FLAGS.read_text()).values():
+        names, action = entry["names"], entry["action"]
+        kwargs = dict(ACTIONS.get(action, {"action": action}))  # argparse's own: store, store_true
+        if action == "BooleanOptionalAction":  # argparse adds the --no- forms itself
+            names = [name for name in names if not (name.startswith("--no-") and "--" + name[5:] in names)]
+        if "type" in entry:
+            kwargs["type"] = TYPES[entry["type"]]
+        for key in ("nargs", "const", "choices"):
+            if key in entry and key not in kwargs and entry[key] != 0:  # nargs 0: store_const, store_true
+                kwargs[key] = entry[key]
+        parser.add_argument(*names, **kwargs)
     return parser
 
 

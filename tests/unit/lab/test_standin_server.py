@@ -2,6 +2,7 @@
 exactly sglang 0.5.12's flags, the environment it demands, and its health timeline over HTTP. (Its
 JIT build with the CT's CUDA toolkit is exercised in the lab, never against this machine's CUDA.)"""
 
+import importlib.machinery
 import importlib.util
 import json
 import threading
@@ -11,12 +12,27 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = REPO / "lab/standin/sglang/launch_server.py"
 spec = importlib.util.spec_from_file_location("standin_launch_server", SOURCE)
 server = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(server)
+# the flag table as lab/index/build puts it into the stand-in wheel (sglang/flags.json)
+build_loader = importlib.machinery.SourceFileLoader("lab_index_build", str(REPO / "lab/index/build"))
+build = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_index_build", build_loader))
+build_loader.exec_module(build)
+PROFILE_FLAGS = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]
+
+
+@pytest.fixture(autouse=True)
+def flag_table(tmp_path_factory, monkeypatch):
+    table = tmp_path_factory.getbasetemp() / "flags.json"
+    if not table.exists():
+        table.write_bytes(build.flag_table("0.5.12"))
+    monkeypatch.setattr(server, "FLAGS", table)
+
 
 REFERENCE_FLAGS = [
     "--model-path", "/dev/shm/model", "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer",
@@ -33,12 +49,7 @@ def test_the_parser_takes_exactly_the_flags_of_sglang_0_5_12():
     assert (args.attention_backend, args.mem_fraction_static, args.context_length) == ("flashinfer", 0.88, 8192)
     assert args.trust_remote_code and args.enable_metrics
     flags = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
-    listed = {
-        name
-        for line in SOURCE.with_name("flags.tsv").read_text().splitlines()
-        if line.startswith("--")
-        for name in line.split("\t")[0].split(",")
-    }
+    listed = {name for entry in PROFILE_FLAGS.values() for name in entry["names"]}
     assert flags == listed and len(listed) > 380
     assert parser.parse_args(["--model", "m", "--context-length", "8k"]).context_length == 8000
 
@@ -54,6 +65,34 @@ def test_the_parser_takes_exactly_the_flags_of_sglang_0_5_12():
     ],
 )
 def test_anything_else_is_refused_as_argparse_does(bad, capsys):
+    with pytest.raises(SystemExit) as info:
+        server.build_parser().parse_args(bad)
+    assert info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_it_takes_what_the_real_parser_takes():
+    parser = server.build_parser()
+    args = parser.parse_args(["--model-path", "m", "--reasoning-parser", "auto", "--no-lora-strict-loading",
+                              "--experts-shared-outer-loras", "--sampling-backend", "pytorch", "--log-requests-level",
+                              "3", "--model-checksum", "--stream-output", "--lora-paths", "a", "b=c"])  # fmt: skip
+    assert (args.reasoning_parser, args.lora_strict_loading, args.experts_shared_outer_loras) == ("auto", False, True)
+    assert (args.sampling_backend, args.log_requests_level, args.model_checksum) == ("pytorch", 3, "")
+    assert args.stream_output and args.lora_paths == ["a", "b=c"]
+    assert parser.parse_args(["--model-path", "m", "--lora-strict-loading"]).lora_strict_loading is True
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--model-path", "m", "--reasoning-parser", "qwen9"],  # the real choices, now with auto
+        ["--model-path", "m", "--sampling-backend", "cuda"],  # choices the old table left open
+        ["--model-path", "m", "--log-requests-level", "7"],
+        ["--model-path", "m", "--load-format", "onnx"],
+        ["--model-path", "m", "--collect-tokens-histogram", "yes"],  # a deprecated switch takes no value
+    ],
+)
+def test_a_value_outside_the_real_choices_is_refused(bad, capsys):
     with pytest.raises(SystemExit) as info:
         server.build_parser().parse_args(bad)
     assert info.value.code == 2

@@ -44,7 +44,9 @@ PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 
 def shipped():
-    return sorted(name[:-4] for name in os.listdir(PROFILES) if name.endswith(".yml")) if os.path.isdir(PROFILES) else []
+    return (
+        sorted(name[:-4] for name in os.listdir(PROFILES) if name.endswith(".yml")) if os.path.isdir(PROFILES) else []
+    )
 
 
 def problems(profile):

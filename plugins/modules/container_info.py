@@ -139,10 +139,10 @@ def main():
     )
     params = module.params
     python = {"path": params["python"], "version": "", "error": ""}
-    try:
+    if os.access(params["python"], os.X_OK):
         rc, out, err = module.run_command([params["python"], "-c", _PROBE])
-    except OSError as error:
-        rc, out, err = 1, "", str(error)
+    else:  # run_command would fail the module
+        rc, out, err = 127, "", f"{params['python']}: no such executable"
     if rc == 0 and re.fullmatch(r"3\.\d+", out.strip()):
         python["version"] = out.strip()
     else:
@@ -158,7 +158,8 @@ def main():
     if params["wheelhouse"]:
         target = parse_target(first_line(os.path.join(params["wheelhouse"], "stack.in")))
         result["wheelhouse"] = {
-            "has_uv": bool(params["uv_wheel"]) and os.path.isfile(os.path.join(params["wheelhouse"], params["uv_wheel"])),
+            "has_uv": bool(params["uv_wheel"])
+            and os.path.isfile(os.path.join(params["wheelhouse"], params["uv_wheel"])),
             "target": target,
             "fits": fits(target, python["version"], result["arch"], result["glibc"]),
         }

@@ -178,34 +178,33 @@ class Stack:
             self.module.fail_json(msg=f"uv pip freeze failed in {self.python}: {err.strip()}", rc=rc)
         return pins(out)
 
+    def inputs(self, diff):
+        """(lock text or None, resolved, relabelled): the lock made again when the requirements changed; the
+        input files rewritten alone when only their `# from` labels did (the lock still is theirs)."""
+        check = self.module.check_mode
+        before = (read_text(self.requirements_path), read_text(self.overrides_path))
+        want = (self.want_requirements, self.want_overrides)
+        lock_text = read_text(self.lock_path)
+        if lock_text is not None and before == want:
+            return lock_text, False, False
+        diff["before"] += f"# {self.requirements_path}\n{before[0] or ''}# {self.overrides_path}\n{before[1] or ''}"
+        diff["after"] += f"# {self.requirements_path}\n{want[0]}# {self.overrides_path}\n{want[1]}"
+        resolve = lock_text is None or tuple(map(unlabelled, before)) != tuple(map(unlabelled, want))
+        if resolve:
+            lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
+        if lock_text is not None and not check:
+            os.makedirs(self.dir, exist_ok=True)
+            write_atomic(self.requirements_path, self.want_requirements)
+            write_atomic(self.overrides_path, self.want_overrides)
+            if resolve:
+                write_atomic(self.lock_path, lock_text)
+        return lock_text, resolve, not resolve
+
     def run(self):
         check = self.module.check_mode
         result = {"resolved": False, "synced": False, "drift": {}, "packages": 0, "lock": self.lock_path}
         diff = {"before": "", "after": ""}
-        inputs_before = (read_text(self.requirements_path), read_text(self.overrides_path))
-        inputs_want = (self.want_requirements, self.want_overrides)
-        lock_text = read_text(self.lock_path)
-        relabelled = False
-        if lock_text is None or tuple(map(unlabelled, inputs_before)) != tuple(map(unlabelled, inputs_want)):
-            result["resolved"] = True
-            diff["before"] += f"# {self.requirements_path}\n{inputs_before[0] or ''}"
-            diff["before"] += f"# {self.overrides_path}\n{inputs_before[1] or ''}"
-            diff["after"] += f"# {self.requirements_path}\n{self.want_requirements}"
-            diff["after"] += f"# {self.overrides_path}\n{self.want_overrides}"
-            lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
-            if lock_text is not None and not check:
-                os.makedirs(self.dir, exist_ok=True)
-                write_atomic(self.requirements_path, self.want_requirements)
-                write_atomic(self.overrides_path, self.want_overrides)
-                write_atomic(self.lock_path, lock_text)
-        elif inputs_before != inputs_want:
-            # the same requirements under other `# from` labels: the lock still is theirs
-            relabelled = True
-            diff["before"] += f"# {self.requirements_path}\n{inputs_before[0]}# {self.overrides_path}\n{inputs_before[1]}"
-            diff["after"] += f"# {self.requirements_path}\n{inputs_want[0]}# {self.overrides_path}\n{inputs_want[1]}"
-            if not check:
-                write_atomic(self.requirements_path, self.want_requirements)
-                write_atomic(self.overrides_path, self.want_overrides)
+        lock_text, result["resolved"], relabelled = self.inputs(diff)
         locked = pins(lock_text or "")
         result["packages"] = len(locked)
         result["locked"] = locked

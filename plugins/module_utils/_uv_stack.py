@@ -36,6 +36,13 @@ def fragment_text(sources):
     return "\n".join(blocks) + "\n" if blocks else ""
 
 
+def unlabelled(text):
+    """An input file's lines without its `# from <label>` headers: what the resolve reads (None stays None)."""
+    if text is None:
+        return None
+    return [line for line in text.splitlines() if not line.startswith("# from ")]
+
+
 def pins(text):
     """{canonical name: version} of `name==version` lines (a lock file or `uv pip freeze` output)."""
     found = {}

@@ -9,12 +9,13 @@ module: uv_stack
 short_description: One uv resolve into a lock file, installed exactly and kept so
 version_added: 0.1.0
 description:
-  - Gathers the requirements of a Python stack - O(requirements) plus every C(*.txt) file under
-    O(dir)/requirements.d, which other roles write - and the declared overrides - O(overrides) plus
-    O(dir)/overrides.d/*.txt - into O(dir)/requirements.in and O(dir)/overrides.txt.
+  - Writes the requirements of a Python stack (O(requirements)) and the declared overrides (O(overrides)) into
+    O(dir)/requirements.in and O(dir)/overrides.txt (gpulxc.sglang.stack_requirements makes both from a stack
+    profile).
   - When those inputs differ from the ones the lock was made from, resolves them once with
     C(uv pip compile --override) into O(dir)/stack.lock. The input files and the lock are replaced only
-    after the resolve succeeded, so a failing resolve changes nothing.
+    after the resolve succeeded, so a failing resolve changes nothing. Inputs that differ only in their
+    C(# from) comments (O(label)) are rewritten without a resolve.
   - Compares the virtual environment (C(uv pip freeze)) with the lock on every run, and when anything
     differs (a package upgraded, downgraded, added or removed by hand) installs exactly the lock with
     C(uv pip sync).
@@ -35,7 +36,7 @@ options:
     type: path
     required: true
   dir:
-    description: Where the inputs and the lock live (C(requirements.d), C(overrides.d), C(stack.lock)).
+    description: Where the inputs and the lock live (C(requirements.in), C(overrides.txt), C(stack.lock)).
     type: path
     required: true
   requirements:
@@ -94,6 +95,11 @@ packages:
   description: The number of packages in the lock.
   returned: always
   type: int
+locked:
+  description: The lock's versions by canonical project name (empty in check mode before the first resolve).
+  returned: always
+  type: dict
+  sample: {"sglang": "0.5.12", "torch": "2.11.0"}
 accepted_check_complaints:
   description: C(uv pip check) complaints accepted because they concern declared overrides.
   returned: always
@@ -116,18 +122,8 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
     fragment_text,
     pins,
     requirement_name,
+    unlabelled,
 )
-
-
-def fragments(directory):
-    if not os.path.isdir(directory):
-        return []
-    found = []
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".txt"):
-            with open(os.path.join(directory, name)) as handle:
-                found.append((os.path.join(directory, name), handle.read().splitlines()))
-    return found
 
 
 class Stack:
@@ -142,12 +138,8 @@ class Stack:
         self.requirements_path = os.path.join(self.dir, "requirements.in")
         self.overrides_path = os.path.join(self.dir, "overrides.txt")
         header = "".join(f"# extra index: {url}\n" for url in params["extra_index_urls"])
-        self.want_requirements = header + fragment_text(
-            [(params["label"], params["requirements"]), *fragments(os.path.join(self.dir, "requirements.d"))]
-        )
-        self.want_overrides = fragment_text(
-            [(params["label"], params["overrides"]), *fragments(os.path.join(self.dir, "overrides.d"))]
-        )
+        self.want_requirements = header + fragment_text([(params["label"], params["requirements"])])
+        self.want_overrides = fragment_text([(params["label"], params["overrides"])])
         self.overridden = {requirement_name(line) for line in self.want_overrides.splitlines()} - {None}
 
     def resolve(self):
@@ -186,26 +178,36 @@ class Stack:
             self.module.fail_json(msg=f"uv pip freeze failed in {self.python}: {err.strip()}", rc=rc)
         return pins(out)
 
+    def inputs(self, diff):
+        """(lock text or None, resolved, relabelled): the lock made again when the requirements changed; the
+        input files rewritten alone when only their `# from` labels did (the lock still is theirs)."""
+        check = self.module.check_mode
+        before = (read_text(self.requirements_path), read_text(self.overrides_path))
+        want = (self.want_requirements, self.want_overrides)
+        lock_text = read_text(self.lock_path)
+        if lock_text is not None and before == want:
+            return lock_text, False, False
+        diff["before"] += f"# {self.requirements_path}\n{before[0] or ''}# {self.overrides_path}\n{before[1] or ''}"
+        diff["after"] += f"# {self.requirements_path}\n{want[0]}# {self.overrides_path}\n{want[1]}"
+        resolve = lock_text is None or tuple(map(unlabelled, before)) != tuple(map(unlabelled, want))
+        if resolve:
+            lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
+        if lock_text is not None and not check:
+            os.makedirs(self.dir, exist_ok=True)
+            write_atomic(self.requirements_path, self.want_requirements)
+            write_atomic(self.overrides_path, self.want_overrides)
+            if resolve:
+                write_atomic(self.lock_path, lock_text)
+        return lock_text, resolve, not resolve
+
     def run(self):
         check = self.module.check_mode
         result = {"resolved": False, "synced": False, "drift": {}, "packages": 0, "lock": self.lock_path}
         diff = {"before": "", "after": ""}
-        inputs_before = (read_text(self.requirements_path), read_text(self.overrides_path))
-        lock_text = read_text(self.lock_path)
-        if lock_text is None or inputs_before != (self.want_requirements, self.want_overrides):
-            result["resolved"] = True
-            diff["before"] += f"# {self.requirements_path}\n{inputs_before[0] or ''}"
-            diff["before"] += f"# {self.overrides_path}\n{inputs_before[1] or ''}"
-            diff["after"] += f"# {self.requirements_path}\n{self.want_requirements}"
-            diff["after"] += f"# {self.overrides_path}\n{self.want_overrides}"
-            lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
-            if lock_text is not None and not check:
-                os.makedirs(self.dir, exist_ok=True)
-                write_atomic(self.requirements_path, self.want_requirements)
-                write_atomic(self.overrides_path, self.want_overrides)
-                write_atomic(self.lock_path, lock_text)
+        lock_text, result["resolved"], relabelled = self.inputs(diff)
         locked = pins(lock_text or "")
         result["packages"] = len(locked)
+        result["locked"] = locked
         installed = self.installed()
         result["drift"] = drift(installed, locked) if lock_text is not None else {}
         if result["drift"] or lock_text is None:
@@ -233,7 +235,7 @@ class Stack:
                     accepted=accepted,
                 )
             result["accepted_check_complaints"] = accepted
-        result["changed"] = result["resolved"] or result["synced"]
+        result["changed"] = result["resolved"] or result["synced"] or relabelled
         if self.module._diff and result["changed"]:
             result["diff"] = diff
         return result

@@ -56,7 +56,8 @@ options:
   locks:
     description:
       - The stacks to resolve. Entries with the same O(locks[].name) are one resolve, their requirements and
-        overrides gathered in order, as C(requirements.d) fragments are by uv_stack.
+        overrides gathered in order (the wheelhouse role gives one entry a lock, made by
+        gpulxc.sglang.stack_requirements as the container's are).
     type: list
     elements: dict
     required: true
@@ -156,7 +157,7 @@ import zipfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible.module_utils.urls import fetch_url
-from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text
+from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text, unlabelled
 from ansible_collections.gpulxc.sglang.plugins.module_utils._wheelhouse import (
     compatible,
     locked,
@@ -295,8 +296,15 @@ class Wheelhouse:
             paths = [os.path.join(self.dest, f"{name}.{ext}") for ext in ("in", "overrides.txt", "lock")]
             wanted[name] = (paths, requirements, overrides)
             on_disk = [read_text(path) for path in paths]
-            if on_disk[2] is not None and on_disk[:2] == [requirements, overrides]:
+            if on_disk[2] is not None and [unlabelled(text) for text in on_disk[:2]] == [
+                unlabelled(requirements),
+                unlabelled(overrides),
+            ]:
                 texts[name] = on_disk[2]
+                # the same requirements under other `# from` labels: rewritten, the lock kept
+                for path, text, content in zip(paths[:2], on_disk[:2], (requirements, overrides)):  # noqa: B905
+                    if text != content:
+                        self.pending[path] = content
         if len(texts) == len(names):
             return texts
         uv = self.extract_uv(self.uv_wheel(tmp), tmp)

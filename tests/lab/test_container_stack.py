@@ -8,10 +8,13 @@ CT (glibc 2.31, ct961) refused before anything is installed in it.
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 from conftest import changed_tasks, ct_state, destroy, pct, run_site, task_output
 
+REPO = Path(__file__).resolve().parents[2]
 VMID = 960
 OLD_VMID = 961
 VALIDATE = "/var/lib/gpulxc/validate"
@@ -226,7 +229,7 @@ def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):
     assert "The resolve failed, nothing was installed or changed." in out
     assert "cuda_wheels_runtime_override" in out and "sglang_stack_profile" in out  # the variables to fix
     assert "No solution found" in out and "nvidia-cuda-runtime" in out  # uv's own account of torch's pin
-    # the lock, its inputs and the venv are as they were (only cuda_wheels' declaration file differs)
+    # the lock, its inputs and the venv are as they were
     after = in_ct(SNAPSHOT).stdout
     changed_lines = set(after.splitlines()) ^ set(before.splitlines())
     assert all("overrides.d" in line for line in changed_lines) or not changed_lines, changed_lines
@@ -235,9 +238,10 @@ def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):
 
 
 def profile_file(tmp_path, pythons):
+    """The shipped profile with other Pythons, as a user's own profile file."""
+    profile = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())
     path = tmp_path / "old-python-profile.yml"
-    path.write_text(json.dumps({"sglang_stack_profile_packages": {"sglang": "0.5.12"},
-                                "sglang_stack_profile_pythons": pythons}))  # fmt: skip
+    path.write_text(json.dumps({**profile, "pythons": pythons}))
     return str(path)
 
 
@@ -245,7 +249,7 @@ def profile_file(tmp_path, pythons):
     ("extra", "message"),
     [
         ({"sglang_stack_profile": "sglang-9.9"},
-         "sglang_stack_profile: there is no profile 'sglang-9.9'. This role ships ['sglang-0.5.12']"),
+         "sglang_stack_profile: there is no profile 'sglang-9.9'. This collection ships ['sglang-0.5.12']"),
         ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
                                  "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}},
          "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']"),

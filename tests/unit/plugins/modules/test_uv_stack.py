@@ -77,31 +77,47 @@ def run(uv, check=False, diff=False, **args):
     return info.type is Exit, info.value.args[0]
 
 
-def declare(uv, kind, name, text):
-    directory = uv["dir"] / kind
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / name).write_text(text)
-
-
 PROFILE = ["sglang==0.5.12", "torch==2.11.0"]
 
 
+CUDA = ["nvidia-cuda-nvcc==13.2.78", "nvidia-cuda-runtime==13.2.75"]
+RUNTIME = ["nvidia-cuda-runtime==13.2.75"]
+
+
 def test_first_run_resolves_once_installs_the_lock_and_a_second_run_changes_nothing(uv):
-    cuda = "# cuda\nnvidia-cuda-nvcc==13.2.78\nnvidia-cuda-runtime==13.2.75\n"
-    declare(uv, "requirements.d", "20-cuda-wheels.txt", cuda)
-    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
-    ok, result = run(uv, requirements=PROFILE)
+    ok, result = run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
     assert ok and result["changed"] and result["resolved"] and result["synced"], result
     assert uv["fake"]["calls"] == ["compile", "freeze", "sync", "freeze", "check"]
     lock = (uv["dir"] / "stack.lock").read_text()
     assert "nvidia-cuda-runtime==13.2.75" in lock and "sglang==0.5.12" in lock
     assert "# from the caller\nsglang==0.5.12" in (uv["dir"] / "requirements.in").read_text()
-    assert "from " + str(uv["dir"] / "requirements.d/20-cuda-wheels.txt") in (uv["dir"] / "requirements.in").read_text()
-    assert result["packages"] == 5
+    assert "nvidia-cuda-nvcc==13.2.78" in (uv["dir"] / "requirements.in").read_text()
+    assert result["packages"] == 5 and result["locked"]["sglang"] == "0.5.12"
     uv["fake"]["calls"].clear()
-    ok, result = run(uv, requirements=PROFILE)
+    ok, result = run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
     assert ok and not result["changed"] and result["drift"] == {}
     assert uv["fake"]["calls"] == ["freeze", "check"]  # no resolve, no install
+
+
+def test_the_same_requirements_under_another_label_are_rewritten_without_a_resolve(uv):
+    """A converged container from before the profile (the CUDA wheels in a block of their own) is relabelled
+    once: no resolve, no install, the lock kept; then nothing changes."""
+    run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
+    lock = (uv["dir"] / "stack.lock").read_text()
+    old = (
+        (uv["dir"] / "requirements.in")
+        .read_text()
+        .replace("nvidia-cuda-nvcc", "# from the old fragment\nnvidia-cuda-nvcc")
+    )
+    (uv["dir"] / "requirements.in").write_text(old)
+    uv["fake"]["calls"].clear()
+    ok, result = run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
+    assert ok and result["changed"] and not result["resolved"] and not result["synced"], result
+    assert uv["fake"]["calls"] == ["freeze", "check"]
+    assert "# from the old fragment" not in (uv["dir"] / "requirements.in").read_text()
+    assert (uv["dir"] / "stack.lock").read_text() == lock
+    ok, result = run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
+    assert ok and not result["changed"]
 
 
 def test_a_package_changed_by_hand_is_put_back_from_the_same_lock(uv):
@@ -125,25 +141,27 @@ def test_a_package_changed_by_hand_is_put_back_from_the_same_lock(uv):
 
 def test_changed_inputs_resolve_again(uv):
     run(uv, requirements=PROFILE)
-    declare(uv, "requirements.d", "20-cuda-wheels.txt", "nvidia-cuda-nvcc==13.2.78\n")
-    ok, result = run(uv, requirements=PROFILE)
+    ok, result = run(uv, requirements=[*PROFILE, "nvidia-cuda-nvcc==13.2.78"])
     assert (
         ok and result["resolved"] and result["drift"] == {"nvidia-cuda-nvcc": {"installed": None, "locked": "13.2.78"}}
     )
-    ok, result = run(uv, requirements=PROFILE, extra_index_urls=["https://download.pytorch.org/whl/cu130"])
+    ok, result = run(
+        uv,
+        requirements=[*PROFILE, "nvidia-cuda-nvcc==13.2.78"],
+        extra_index_urls=["https://download.pytorch.org/whl/cu130"],
+    )
     assert ok and result["resolved"]
     args = uv["fake"]["compiled_from"][2]
     assert args[args.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/cu130"
 
 
 def test_without_the_override_the_resolve_fails_and_nothing_changes(uv):
-    declare(uv, "requirements.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
-    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
-    run(uv, requirements=PROFILE)
+    run(uv, requirements=PROFILE + RUNTIME, overrides=RUNTIME)
     before = {p.name: p.read_text() for p in uv["dir"].iterdir() if p.is_file()}
     installed = dict(uv["fake"]["installed"])
-    declare(uv, "overrides.d", "20-cuda-wheels.txt", "# no override\n")
-    ok, result = run(uv, requirements=PROFILE, failure_hint="Its inputs are cuda_wheels_runtime_override and more.")
+    ok, result = run(
+        uv, requirements=PROFILE + RUNTIME, failure_hint="Its inputs are cuda_wheels_runtime_override and more."
+    )
     assert not ok
     assert result["msg"].startswith("The resolve failed, nothing was installed or changed. Its inputs are cuda_wheels")
     assert "No solution found" in result["msg"] and TORCH_PIN in result["msg"]
@@ -152,12 +170,11 @@ def test_without_the_override_the_resolve_fails_and_nothing_changes(uv):
 
 
 def test_the_dependency_check_accepts_only_declared_overrides(uv):
-    declare(uv, "overrides.d", "20-cuda-wheels.txt", "nvidia-cuda-runtime==13.2.75\n")
     uv["fake"]["check"] = ("Found 1 incompatibility\n" + CHECK_OVERRIDDEN + "\n", 1)
-    ok, result = run(uv, requirements=PROFILE)
+    ok, result = run(uv, requirements=PROFILE, overrides=RUNTIME)
     assert ok and result["accepted_check_complaints"] == [CHECK_OVERRIDDEN]
     uv["fake"]["check"] = ("Found 2 incompatibilities\n" + CHECK_OVERRIDDEN + "\n" + CHECK_OTHER + "\n", 1)
-    ok, result = run(uv, requirements=PROFILE)
+    ok, result = run(uv, requirements=PROFILE, overrides=RUNTIME)
     assert not ok
     assert "no declared override covers" in result["msg"] and CHECK_OTHER in result["msg"]
     assert CHECK_OVERRIDDEN not in result["msg"]

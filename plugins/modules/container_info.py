@@ -1,0 +1,170 @@
+#!/usr/bin/python
+# Copyright (c) 2026 gpulxc.sglang developers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: container_info
+short_description: What the SGLang stack needs to know about the container before installing into it
+version_added: 0.3.0
+description:
+  - Reads, without changing anything, the container's glibc version and CPU architecture, the C(X.Y) version of
+    the Python a virtual environment would be made from, whether a shared cache directory is a mount point, and
+    for a wheelhouse whether it holds the uv wheel and which Python and platform it was built for (the first
+    line of its C(stack.in), which gpulxc.sglang.wheelhouse writes) and whether those install here.
+author:
+  - gpulxc.sglang developers (@gpulxc)
+attributes:
+  check_mode:
+    description: Reads only; runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing to show.
+    support: none
+options:
+  python:
+    description: The Python the virtual environment is made from.
+    type: path
+    required: true
+  cache_dir:
+    description: A directory that must be a mount point; empty for none.
+    type: str
+    default: ""
+  wheelhouse:
+    description: The container path of a wheelhouse; empty for none.
+    type: str
+    default: ""
+  uv_wheel:
+    description: The file name of the uv wheel the wheelhouse must hold.
+    type: str
+    default: ""
+"""
+
+EXAMPLES = r"""
+- name: Read the container's glibc and Python
+  gpulxc.sglang.container_info:
+    python: /usr/bin/python3
+  register: container
+"""
+
+RETURN = r"""
+glibc:
+  description: The C library's version (C(0) when it is not glibc).
+  returned: always
+  type: str
+  sample: "2.36"
+arch:
+  description: The CPU architecture (C(uname -m)).
+  returned: always
+  type: str
+  sample: x86_64
+python:
+  description: The Python's C(X.Y) version (empty when it does not run) and its error output.
+  returned: always
+  type: dict
+  sample: {"path": "/usr/bin/python3", "version": "3.11", "error": ""}
+cache_mounted:
+  description: Whether O(cache_dir) is a mount point (null without O(cache_dir)).
+  returned: always
+  type: bool
+wheelhouse:
+  description:
+    - For O(wheelhouse) (null without it) - C(has_uv), C(target) (the Python and platform it was built for,
+      null without a C(stack.in)) and C(fits) (that target installs here - the same Python and architecture, a
+      glibc no newer than the container's).
+  returned: always
+  type: dict
+  sample: {"has_uv": true, "target": {"python": "3.11", "platform": "x86_64-manylinux_2_36", "glibc": "2.36"},
+           "fits": true}
+"""
+
+import os
+import platform
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+_TARGET = re.compile(r"^# wheelhouse target: Python (3\.\d+), ((x86_64|aarch64)-manylinux(?:_2_(\d+)|(2014)))$")
+_PROBE = "import sys; print('%d.%d' % sys.version_info[:2])"
+
+
+def parse_target(line):
+    """The first line of a wheelhouse's stack.in -> {python, platform, arch, glibc}, or None."""
+    match = _TARGET.match((line or "").strip())
+    if not match:
+        return None
+    python, target, arch, minor, _manylinux2014 = match.groups()
+    return {"python": python, "platform": target, "arch": arch, "glibc": f"2.{minor}" if minor else "2.17"}
+
+
+def version_tuple(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text or "0"))
+
+
+def fits(target, python, arch, glibc):
+    return bool(
+        target
+        and target["python"] == python
+        and target["arch"] == arch
+        and version_tuple(target["glibc"]) <= version_tuple(glibc)
+    )
+
+
+def glibc_version():
+    try:
+        name = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (ValueError, OSError):
+        name = None
+    return name.split()[-1] if name and name.startswith("glibc ") else "0"
+
+
+def first_line(path):
+    try:
+        with open(path) as handle:
+            return handle.readline()
+    except OSError:
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "python": {"type": "path", "required": True},
+            "cache_dir": {"type": "str", "default": ""},
+            "wheelhouse": {"type": "str", "default": ""},
+            "uv_wheel": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    python = {"path": params["python"], "version": "", "error": ""}
+    if os.access(params["python"], os.X_OK):
+        rc, out, err = module.run_command([params["python"], "-c", _PROBE])
+    else:  # run_command would fail the module
+        rc, out, err = 127, "", f"{params['python']}: no such executable"
+    if rc == 0 and re.fullmatch(r"3\.\d+", out.strip()):
+        python["version"] = out.strip()
+    else:
+        python["error"] = (err or out).strip() or f"exit status {rc}"
+    result = {
+        "changed": False,
+        "glibc": glibc_version(),
+        "arch": platform.machine(),
+        "python": python,
+        "cache_mounted": os.path.ismount(params["cache_dir"]) if params["cache_dir"] else None,
+        "wheelhouse": None,
+    }
+    if params["wheelhouse"]:
+        target = parse_target(first_line(os.path.join(params["wheelhouse"], "stack.in")))
+        result["wheelhouse"] = {
+            "has_uv": bool(params["uv_wheel"])
+            and os.path.isfile(os.path.join(params["wheelhouse"], params["uv_wheel"])),
+            "target": target,
+            "fits": fits(target, python["version"], result["arch"], result["glibc"]),
+        }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""gpulxc.sglang stack filters: a profile -> the one resolve's inputs (the container's and the wheelhouse's),
+the CUDA settings over the profile's, and the ansible_local.gpulxc_stack fact."""
+
+from ansible_collections.gpulxc.sglang.plugins.filter import stack
+from ansible_collections.gpulxc.sglang.plugins.lookup import stack_profile
+
+PROFILE = stack_profile.load("sglang-0.5.12")
+CUDA = ["nvidia-cuda-nvcc==13.2.78", "nvidia-nvvm==13.2.78", "nvidia-cuda-crt==13.2.78", "nvidia-cuda-cccl==13.2.75",
+        "nvidia-cuda-runtime==13.2.75", "nvidia-cuda-nvrtc==13.0.88"]  # fmt: skip
+PINS = ["sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "flashinfer-python==0.6.11.post1",
+        "flashinfer-cubin==0.6.11.post1"]  # fmt: skip
+
+
+def test_to_requirements_pins_in_order():
+    assert stack.to_requirements({"smg": "1.13.0", "b": 2}) == ["smg==1.13.0", "b==2"]
+
+
+def test_the_profiles_pins_the_extras_then_the_cuda_wheels_and_the_runtime_override():
+    """The order the container's requirements.in had before the profile (no re-resolve on an old CT)."""
+    inputs = stack.stack_requirements(PROFILE, extra_packages=["six==1.17.0"], overrides=["x==1"])
+    assert inputs == {
+        "requirements": [*PINS, "six==1.17.0", *CUDA],
+        "overrides": ["x==1", "nvidia-cuda-runtime==13.2.75"],
+    }
+
+
+def test_the_cuda_settings_replace_the_profiles_where_set():
+    assert stack.stack_cuda(PROFILE) == PROFILE["cuda"]
+    cuda = stack.stack_cuda(PROFILE, family={}, runtime="13.0.96", runtime_override="false", nvrtc="")
+    assert cuda["runtime"] == "13.0.96" and cuda["runtime_override"] is False and cuda["nvrtc"] == "13.0.88"
+    assert stack.stack_requirements(PROFILE, cuda=cuda)["overrides"] == []
+
+
+def test_the_stack_fact_holds_the_locked_versions_of_the_profiles_packages():
+    fact = stack.stack_fact(PROFILE, {"sglang": "0.5.12", "torch": "2.11.0", "filelock": "3.20.0"}, "/opt/sglang/venv")
+    assert fact["profile"] == "sglang-0.5.12" and fact["venv"] == "/opt/sglang/venv"
+    assert fact["packages"] == {"sglang": "0.5.12", "torch": "2.11.0", "sglang-kernel": None,
+                                "flashinfer-python": None, "flashinfer-cubin": None}  # fmt: skip
+    assert (
+        fact["attention_backends"]["12.0"] == ["flashinfer", "triton"]
+        and fact["fallback_attention_backend"] == "triton"
+    )

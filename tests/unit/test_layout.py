@@ -1,0 +1,34 @@
+"""The container layout is defined once (roles/gpulxc/defaults/main.yml): no other role's defaults or vars
+name a shared path literally; they read the gpulxc_* variable instead."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+SHARED = re.compile(r"/opt/sglang|/etc/sglang|/var/cache/sglang|/opt/smg|/etc/smg|/etc/ansible/facts\.d")
+# the files of the other branches of issue 20 until they convert (the lead removes the marks after the merge)
+NOT_YET = {
+    "cuda_surgery/defaults": "i20-services",
+    "sglang_services/defaults": "i20-services",
+    "sglang_services/vars": "i20-services",
+    "sglang_router/defaults": "i20-services",
+    "gpu_preflight/defaults": "i20-node",
+}
+FILES = sorted(
+    path for path in [*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/vars/main.yml")]
+    if path.parts[-3] != "gpulxc"
+)  # fmt: skip
+
+
+def param(path):
+    name = f"{path.parts[-3]}/{path.parts[-2]}"
+    marks = [pytest.mark.xfail(strict=True, reason=f"converted on branch {NOT_YET[name]}")] if name in NOT_YET else []
+    return pytest.param(path, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("path", [param(path) for path in FILES])
+def test_no_role_names_a_shared_path_literally(path):
+    found = [line.strip() for line in path.read_text().splitlines() if SHARED.search(line.split("#", 1)[0])]
+    assert found == [], f"{path}: read the gpulxc_* variable (roles/gpulxc/defaults/main.yml) instead: {found}"

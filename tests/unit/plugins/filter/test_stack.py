@@ -37,6 +37,7 @@ def test_the_stack_fact_holds_the_locked_versions_of_the_profiles_packages():
     assert fact["packages"] == {"sglang": "0.5.12", "torch": "2.11.0", "sglang-kernel": None,
                                 "flashinfer-python": None, "flashinfer-cubin": None}  # fmt: skip
     assert (
-        fact["attention_backends"]["12.0"] == ["flashinfer", "triton"]
+        fact["attention_backends"]["12.0"] == PROFILE["attention_backends"]["12.0"]
+        and fact["attention_backends"]["12.0"][0] == "flashinfer"
         and fact["fallback_attention_backend"] == "triton"
     )

@@ -181,7 +181,8 @@ def main():
     expected = env_lines(module.params["env_file"])
 
     instances = []
-    for index, unit in zip(module.params["instances"], wanted):
+    for index in module.params["instances"]:
+        unit = f"sglang@{index}.service"
         props = shown.get(unit, {})
         active, pid = props.get("ActiveState", ""), int(props.get("MainPID") or 0)
         environ = process_env(pid) if pid > 0 and expected else None

@@ -11,29 +11,6 @@ import re
 
 QUERY_FIELDS = ("index", "name", "uuid", "compute_cap", "memory.total", "driver_version", "pci.bus_id")
 
-# Attention backend per compute capability, for SGLang 0.5.12 (one table, its sources beside it).
-ATTENTION_BACKENDS = {
-    # SM120/121 (RTX PRO 6000 Blackwell, RTX 50xx): FA3 is built for sm80/86/90a only (sglang-0.5.12
-    # srt/layers/attention/attention_registry.py L147-170; cuobjdump of sgl-kernel 0.4.2.post2
-    # flash_ops), FA4 has no SM120 kernels in 0.5.12 (sglang#23985), SGLang's own default on SM120 is
-    # flashinfer (server_args.py L2579-2628); the reference recipe's fix 8.
-    "12.0": "flashinfer",
-    "12.1": "flashinfer",
-    # SM90 (H100/H200): FA3 is built for sm_90a and is SGLang's Hopper backend (attention_registry.py
-    # L147-170 allows SM80..SM90).
-    "9.0": "fa3",
-    # SM100/103 (B200/B300): FlashInfer builds for 10.0a/10.3a (FLASHINFER_CUDA_ARCH_LIST,
-    # srt/utils/common.py L2642-2648); FA3 refuses SM>90. A conservative choice, not measured here.
-    "10.0": "flashinfer",
-    "10.3": "flashinfer",
-    # SM80/86/89 (A100, A10/A40, L40S): FlashInfer supports them; FA3's sm80/86 builds exist but are
-    # not SGLang's default there. Conservative, not measured here.
-    "8.0": "flashinfer",
-    "8.6": "flashinfer",
-    "8.9": "flashinfer",
-}
-FALLBACK_BACKEND = "triton"  # portable Triton kernels (sglang.md: the default when flashinfer is not usable)
-
 MISMATCH = "Driver/library version mismatch"
 NO_DRIVER = "couldn't communicate with the NVIDIA driver"
 
@@ -49,10 +26,6 @@ def parse_kernel_driver_version(text):
     """The kernel driver's version from /proc/driver/nvidia/version ('' when there is none)."""
     found = KERNEL_DRIVER_RE.search(text)
     return found.group(1) if found else ""
-
-
-def attention_backend(capability):
-    return ATTENTION_BACKENDS.get(capability, FALLBACK_BACKEND)
 
 
 def explain_failure(text, source):

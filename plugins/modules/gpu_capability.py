@@ -17,9 +17,8 @@ description:
     to do - no driver visible (passthrough not configured), C(Driver/library version mismatch)
     (container userspace differs from the node's kernel driver), a GPU of another SM (each GPU named),
     too few GPUs, a driver older than required.
-  - Returns what later roles use - the GPU indexes to serve, the set of SMs, and the SGLang attention
-    backend for each SM from one table (for example V(12.0) gives V(flashinfer), because FA3/FA4 are not
-    built for SM120; the table cites its sources in C(module_utils/_nvidia.py)).
+  - Returns what later roles use - the GPU indexes to serve and the set of SMs (compute capabilities only: the
+    attention backend for an SM is the stack profile's choice, C(profiles/<release>.yml)).
 author:
   - gpulxc.sglang developers (@gpulxc)
 attributes:
@@ -68,9 +67,9 @@ EXAMPLES = r"""
     count: 8
   register: gpus
 
-- name: Use the attention backend of the first GPU's SM
+- name: Show the SM of the first GPU
   ansible.builtin.debug:
-    msg: "{{ gpus.attention_backends[gpus.gpus[0].compute_capability] }}"
+    msg: "{{ gpus.capabilities[0] }}"
 """
 
 RETURN = r"""
@@ -99,11 +98,6 @@ capabilities:
   type: list
   elements: str
   sample: ["12.0"]
-attention_backends:
-  description: SGLang attention backend for each compute capability present.
-  returned: success
-  type: dict
-  sample: {"12.0": flashinfer}
 driver_version:
   description: The driver version.
   returned: success
@@ -185,7 +179,6 @@ def main():
         "gpus": gpus,
         "indexes": [g["index"] for g in gpus],
         "capabilities": capabilities,
-        "attention_backends": {c: nvidia.attention_backend(c) for c in capabilities},
         "driver_version": driver,
         "cuda_driver_version": cuda,
         "source": used,

@@ -35,7 +35,9 @@ attributes:
     support: none
 options:
   instances:
-    description: The servers - a C(name) (for messages), the C(url) of the server (scheme, host, port) and its C(unit).
+    description:
+      - The servers - a C(name) (for messages), the C(url) of the server (scheme, host, port) and its C(unit).
+      - The instances sglang_services publishes (C(ansible_local.gpulxc_services.instances)) are taken as they are.
     type: list
     elements: dict
     required: true
@@ -53,6 +55,12 @@ options:
           - Its systemd unit; its state and journal tail are reported on failure, and the instance is not waited
             for once the unit is C(failed) or C(inactive).
         type: str
+      index:
+        description: Its GPU index; not read (the instances sglang_services publishes carry it).
+        type: int
+      port:
+        description: Its port; not read (the URL holds it).
+        type: int
   deadline:
     description: Seconds to wait for all servers (cold starts with JIT builds take many minutes).
     type: int
@@ -204,7 +212,9 @@ def main():
             "instances": {"type": "list", "elements": "dict", "required": True, "options": {
                 "name": {"type": "str", "required": True},
                 "url": {"type": "str", "required": True},
-                "unit": {"type": "str"}}},
+                "unit": {"type": "str"},
+                "index": {"type": "int"},  # the published instances' shape (ansible_local.gpulxc_services)
+                "port": {"type": "int"}}},
             "deadline": {"type": "int", "default": 1800},
             "request_timeout": {"type": "int", "default": 10},
             "interval": {"type": "float", "default": 1.0},

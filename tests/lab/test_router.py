@@ -225,7 +225,7 @@ def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path
     ("extra", "message"),
     [
         ({"sglang_router_host": "0.0.0.0"}, "sglang_router_host 0.0.0.0 is reachable from other machines: set"),
-        ({"sglang_router_policy": "fastest"}, "sglang_router_policy fastest is not an smg policy: random"),
+        ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
         ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
          "sglang_router_api_keys holds a key written in plain text"),
         ({"sglang_router_port": 34003},

@@ -66,7 +66,7 @@ def test_recorded_h200(module):
     assert result["driver_version"] == "580.159.04"
     assert result["cuda_driver_version"] == "13.0"
     assert result["capabilities"] == ["9.0"]
-    assert result["attention_backends"] == {"9.0": "fa3"}
+    assert "attention_backends" not in result  # the stack profile's choice, not the GPU's
     assert runner.calls[0][1] == "--query-gpu=index,name,uuid,compute_cap,memory.total,driver_version,pci.bus_id"
 
 
@@ -80,7 +80,6 @@ def test_reference_machine_passes_its_requirements(module):
     assert kind is Exit
     assert result["indexes"] == list(range(8))
     assert result["capabilities"] == ["12.0"]
-    assert result["attention_backends"] == {"12.0": "flashinfer"}
 
 
 def test_wrong_sm_names_each_gpu(module):
@@ -95,7 +94,6 @@ def test_mixed_gpus_fail_only_for_the_odd_one(module):
     assert kind is Fail
     assert "GPU 0 (NVIDIA H200" in result["msg"] and "GPU 1" not in result["msg"]
     assert result["capabilities"] == ["9.0", "12.0"]
-    assert result["attention_backends"] == {"9.0": "fa3", "12.0": "flashinfer"}
 
 
 @pytest.mark.parametrize(
@@ -209,5 +207,6 @@ def test_nvml_asked_for_but_missing(module):
     assert kind is Fail and "nvidia-ml-py is not importable" in result["msg"]
 
 
-def test_unknown_sm_falls_back_to_triton():
-    assert nvidia.attention_backend("7.5") == "triton"
+def test_the_module_util_holds_no_backend_table():
+    """The SM -> attention backend table lives in the stack profile only (recipe fix 8)."""
+    assert not hasattr(nvidia, "ATTENTION_BACKENDS") and not hasattr(nvidia, "FALLBACK_BACKEND")

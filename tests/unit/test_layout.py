@@ -11,10 +11,6 @@ SHARED = re.compile(r"/opt/sglang|/etc/sglang|/var/cache/sglang|/opt/smg|/etc/sm
 # the files of the other branches of issue 20 until they convert (the lead removes the marks after the merge)
 NOT_YET = {
     "cuda_surgery/defaults": "i20-services",
-    "sglang_services/defaults": "i20-services",
-    "sglang_services/vars": "i20-services",
-    "sglang_router/defaults": "i20-services",
-    "gpu_preflight/defaults": "i20-node",
 }
 FILES = sorted(
     path for path in [*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/vars/main.yml")]

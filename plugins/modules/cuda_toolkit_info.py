@@ -202,6 +202,14 @@ def compare_flashinfer(purelib, cuda_home):
     return found
 
 
+def run(module, args, env=None):
+    """run_command, with a command that is not there (no venv yet, no ninja yet) as rc 127 instead of a failure."""
+    try:
+        return module.run_command(args, environ_update=env, handle_exceptions=False)
+    except OSError as error:
+        return 127, "", str(error)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -218,7 +226,7 @@ def main():
     result = {"changed": False, "purelib": "", "cuda_home": "", "error": "", "nvcc": False, "cccl_missing": [],
               "flashinfer_cccl": {}, "ninja_up_to_date": False, "libraries": {}, "ldd_error": "",
               "nvrtc_loads": False}  # fmt: skip
-    rc, out, err = module.run_command([os.path.join(params["venv"], "bin/python"), "-c", PURELIB])
+    rc, out, err = run(module, [os.path.join(params["venv"], "bin/python"), "-c", PURELIB])
     if rc == 0 and out.strip():
         result["purelib"] = out.strip()
         result["cuda_home"] = os.path.join(result["purelib"], params["cuda_subdir"])
@@ -230,17 +238,17 @@ def main():
         result["cccl_missing"] = [h for h in CCCL_HEADERS if not os.path.exists(os.path.join(home, "include", h))]
         if params["flashinfer_cccl"]:
             result["flashinfer_cccl"] = compare_flashinfer(result["purelib"], home)
-    cached, driver = parse_ldconfig(module.run_command(["/sbin/ldconfig", "-p"])[1])
+    cached, driver = parse_ldconfig(run(module, ["/sbin/ldconfig", "-p"])[1])
     result["libcuda"] = {"cached": cached, "driver": driver}
     env = parse_env_file(params["env_file"]) if params["env_file"] else {}
     if params["ninja_dir"]:
-        rc, out, err = module.run_command(["ninja", "-C", params["ninja_dir"], "-n"], environ_update=env)
+        rc, out, err = run(module, ["ninja", "-C", params["ninja_dir"], "-n"], env)
         result["ninja_up_to_date"] = rc == 0 and "no work to do" in out
     if params["binary"]:
-        rc, out, err = module.run_command(["ldd", params["binary"]], environ_update=env)
+        rc, out, err = run(module, ["ldd", params["binary"]], env)
         result["libraries"] = parse_ldd(out) if rc == 0 else {}
         result["ldd_error"] = "" if rc == 0 else (err or out).strip() or "rc %s" % rc
-        result["nvrtc_loads"] = module.run_command(["python3", "-c", NVRTC], environ_update=env)[0] == 0
+        result["nvrtc_loads"] = run(module, ["python3", "-c", NVRTC], env)[0] == 0
     module.exit_json(**result)
 
 

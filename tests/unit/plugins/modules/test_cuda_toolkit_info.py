@@ -83,6 +83,17 @@ def test_a_venv_whose_python_does_not_run(venv):
     assert result["error"] == "No such file or directory"
 
 
+def test_a_missing_venv_is_an_answer_not_a_failure(tmp_path, module_exits):
+    """Check mode on a fresh container reads before uv_venv made the venv: commands that are not there."""
+    args = {"venv": str(tmp_path / "no-venv"), "ninja_dir": str(tmp_path), "env_file": str(tmp_path / "none.env"),
+            "binary": str(tmp_path / "validate")}  # fmt: skip
+    with patch_module_args(args), pytest.raises(Exit) as info:
+        cuda_toolkit_info.main()
+    result = info.value.args[0]
+    assert result["purelib"] == "" and "No such file or directory" in result["error"]
+    assert not result["ninja_up_to_date"]
+
+
 def test_flashinfers_cccl_trees_that_differ_or_are_missing(venv):
     result = run(venv, flashinfer_cccl=True)
     assert result["flashinfer_cccl"] == {"path": str(venv["bundled"]), "missing": [], "differs": ["cuda"]}

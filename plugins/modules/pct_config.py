@@ -35,11 +35,9 @@ attributes:
   diff_mode:
     description: Shows the container's config (keys and raw lines) before and after.
     support: full
+extends_documentation_fragment:
+  - gpulxc.sglang.pct
 options:
-  vmid:
-    description: Container id.
-    type: int
-    required: true
   ostemplate:
     description:
       - Template to create the container from when it does not exist, as C(<storage>:vztmpl/<file>).
@@ -82,10 +80,6 @@ options:
     description: Directory of the container configs on the node.
     type: path
     default: /etc/pve/lxc
-  pct:
-    description: Path of C(pct) on the node.
-    type: path
-    default: /usr/sbin/pct
 """
 
 EXAMPLES = r"""

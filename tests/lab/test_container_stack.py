@@ -190,10 +190,11 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     stack = "gpulxc.sglang.sglang_stack : "
     assert stack + "Resolve the stack once and keep the virtual environment at its lock" in reported
     assert re.search(r"nvidia-nvvm 13\.5\.37\s+-> 13\.2\.78, sglang 0\.5\.11\s+-> 0\.5\.12", proc.stdout)
-    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout, write the environment file and the validation program"
-    assert layout in reported, reported
-    for path in ("/etc/sglang/cuda.env", "/nvidia/cu13/lib64"):  # each repair named in the task's diff
-        assert re.search(rf"^--- before: \S*{re.escape(path)}$", task_output(proc, layout), re.M), path
+    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)"
+    env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
+    assert layout in reported and env in reported, reported
+    for task, path in ((env, "/etc/sglang/cuda.env"), (layout, "/nvidia/cu13/lib64")):  # each repair in its diff
+        assert re.search(rf"^--- before: \S*{re.escape(path)}$", task_output(proc, task), re.M), path
     assert any("CCCL" in name for name in reported), reported
     installed = freeze()
     assert "nvidia-nvvm==13.2.78" in installed and "sglang==0.5.12" in installed

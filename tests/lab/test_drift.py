@@ -112,7 +112,8 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     assert proc.returncode == 0, proc.stdout[-3000:]
     reported = changed_tasks(proc)
     text = " ".join(proc.stdout.split())
-    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout, write the environment file and the validation program"
+    layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)"
+    env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
     services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration and"
                 " the units")  # fmt: skip
     stack = "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock"
@@ -122,7 +123,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     expected = {
         "1, 2, 3": (stack, None),
         "4": ("gpulxc.sglang.jit_toolchain : Install ninja, the host C++ compiler and the Python headers", None),
-        "5": (layout, "/etc/sglang/cuda.env"),
+        "5": (env, "/etc/sglang/cuda.env"),
         "6 lib64": (layout, "/nvidia/cu13/lib64"),
         "6 libcudart.so": (layout, "/nvidia/cu13/lib/libcudart.so"),
         "7": (cccl, None),

@@ -217,7 +217,7 @@ def test_stopped_container_with_another_userspace_is_caught_once_started(invento
 
 def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
     """pct_container_gpu_passthrough: lxc (raw lines instead of devN): the cgroup allows the major numbers
-    pct_probe read from the node's device nodes (195, and nvidia-uvm's dynamic one), checked in check mode."""
+    pct_info read from the node's device nodes (195, and nvidia-uvm's dynamic one), checked in check mode."""
     converged(inventory)
     uvm_major = os.major(Path("/dev/nvidia-uvm").stat().st_rdev)
     proc, changed = site(inventory, "--check", "--diff", "-e", "pct_container_gpu_passthrough=lxc")

@@ -9,6 +9,8 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from ansible.plugins.loader import fragment_loader
+from ansible.utils.plugin_docs import get_docstring
 from ansible_collections.gpulxc.sglang.plugins.modules import pct_config
 from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
@@ -188,7 +190,8 @@ def test_pct_refusal_is_reported_with_its_message(pve):
 
 
 def test_documentation_renders():
-    doc = yaml.safe_load(pct_config.DOCUMENTATION)
+    # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
+    doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
                                    "lxc_exclusive", "config_dir", "pct"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))

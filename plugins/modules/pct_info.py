@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: pct_probe
+module: pct_info
 short_description: Read a Proxmox VE node and one of its containers in one call, before anything changes
 version_added: 0.2.0
 description:
@@ -22,6 +22,10 @@ description:
     and the GPUs C(nvidia-smi -L) lists.
 author:
   - gpulxc.sglang developers (@gpulxc)
+notes:
+  - Formerly C(gpulxc.sglang.pct_probe); that name redirects here.
+extends_documentation_fragment:
+  - gpulxc.sglang.pct
 attributes:
   check_mode:
     description: Reads the same in check mode; it never changes anything.
@@ -30,10 +34,6 @@ attributes:
     description: Nothing changes, so there is no diff.
     support: none
 options:
-  vmid:
-    description: Container id.
-    type: int
-    required: true
   ostemplate:
     description:
       - Template volume (C(<storage>:vztmpl/<file>)) to look for when the container does not exist.
@@ -60,10 +60,6 @@ options:
     description: When the container runs, read its boot state, NVIDIA userspace and GPUs (RV(container)).
     type: bool
     default: true
-  pct:
-    description: Path of C(pct) on the node.
-    type: path
-    default: /usr/sbin/pct
   pvesm:
     description: Path of C(pvesm) on the node.
     type: path
@@ -72,7 +68,7 @@ options:
 
 EXAMPLES = r"""
 - name: Read the node and container 200
-  gpulxc.sglang.pct_probe:
+  gpulxc.sglang.pct_info:
     vmid: 200
     ostemplate: local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst
     files: [/etc/systemd/system/gpulxc-nvidia-nodes.service]
@@ -122,6 +118,12 @@ device_nodes:
       description: Minor number.
       type: int
   sample: [{path: /dev/nvidia0, major: 195, minor: 0}, {path: /dev/nvidia-uvm, major: 238, minor: 0}]
+gpu_indexes:
+  description: The indexes N of the node's GPU nodes C(/dev/nvidiaN), sorted (empty without O(gpus)).
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3]
 driver:
   description: The node's NVIDIA kernel driver (empty version when O(driver_version_file) is missing).
   returned: always
@@ -161,6 +163,9 @@ container:
       description: Output lines of C(nvidia-smi -L), its errors included.
       type: list
       elements: str
+    smi_gpus:
+      description: How many GPUs C(nvidia-smi -L) lists (its C(GPU <N>:) lines).
+      type: int
     error:
       description: Why C(pct exec) failed, when it did (the other keys are then empty).
       type: str
@@ -171,12 +176,15 @@ import grp
 import hashlib
 import os
 import pwd
+import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nvidia
 
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
+GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
+SMI_GPU = re.compile(r"GPU [0-9]+:")
 
 # Run inside the container by one `pct exec`: each line is `<key>=<value>`.
 IN_CONTAINER = r"""
@@ -199,6 +207,10 @@ def device_nodes():
         if stat.S_ISCHR(info.st_mode):
             nodes.append({"path": path, "major": os.major(info.st_rdev), "minor": os.minor(info.st_rdev)})
     return nodes
+
+
+def gpu_indexes(nodes):
+    return sorted(int(m.group(1)) for m in (GPU_NODE.search(n["path"]) for n in nodes) if m)
 
 
 def read_driver(path):
@@ -249,6 +261,7 @@ def parse_container(text):
         elif key == "smi":
             found["smi_lines"].append(value)
     found["nvidia_userspace"] = sorted(versions)[0] if versions else ""
+    found["smi_gpus"] = len([line for line in found["smi_lines"] if SMI_GPU.match(line)])
     return found
 
 
@@ -305,11 +318,13 @@ def main():
     probe = Probe(module)
     params = module.params
     status = probe.status()
+    nodes = device_nodes() if params["gpus"] else []
     module.exit_json(
         changed=False,
         status=status,
         template=probe.template() if status == "absent" else {},
-        device_nodes=device_nodes() if params["gpus"] else [],
+        device_nodes=nodes,
+        gpu_indexes=gpu_indexes(nodes),
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},
         units={name: probe.unit(name) for name in params["units"]},

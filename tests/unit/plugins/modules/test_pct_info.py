@@ -1,4 +1,4 @@
-"""gpulxc.sglang.pct_probe: what it reads on the node and in the container, from recorded H200 output
+"""gpulxc.sglang.pct_info: what it reads on the node and in the container, from recorded H200 output
 (its /proc/driver/nvidia/version and device numbers) and a recorder for the pct/pvesm/systemctl calls."""
 
 import os
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpulxc.sglang.plugins.modules import pct_probe
+from ansible.plugins.loader import module_loader
+from ansible_collections.gpulxc.sglang.plugins.modules import pct_info
 from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
@@ -27,7 +28,7 @@ def node(tmp_path, monkeypatch, module_exits):
     for name, (major, minor) in H200_NODES.items():
         os.mknod(dev / name, 0o020666, os.makedev(major, minor))
     (dev / "nvidia-not-a-device").write_text("")
-    monkeypatch.setattr(pct_probe, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
+    monkeypatch.setattr(pct_info, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
     state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": []}
 
     def run_command(self, args, **kwargs):
@@ -39,13 +40,14 @@ def node(tmp_path, monkeypatch, module_exits):
         return state["status"] if args[1] == "status" else state["exec"]
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    state["dev"] = dev
     return state
 
 
 def run(**args):
     args = {"vmid": 200, "driver_version_file": str(H200 / "proc-driver-nvidia-version.txt"), **args}
     with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
-        pct_probe.main()
+        pct_info.main()
     return info.type is Exit, info.value.args[0]
 
 
@@ -65,7 +67,9 @@ def test_a_running_container_with_the_node_read_in_one_call(node):
     )
     assert result["container"] == {
         "boot_state": "running", "nvidia_userspace": "580.159.04", "smi_rc": 0, "smi_lines": SMI.splitlines(),
+        "smi_gpus": 0,  # the table, not -L's lines
     }  # fmt: skip
+    assert result["gpu_indexes"] == [0]
     execs = [c for c in node["calls"] if c[1] == "exec"]
     assert len(execs) == 1 and execs[0][:6] == ["/usr/sbin/pct", "exec", "200", "--", "/bin/sh", "-c"]
 
@@ -79,9 +83,9 @@ def test_the_script_run_in_the_container_reports_what_the_parser_reads(tmp_path)
                                         "exit 18\n")  # fmt: skip
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    out = subprocess.run(["/bin/sh", "-c", pct_probe.IN_CONTAINER], capture_output=True, text=True, check=True,
+    out = subprocess.run(["/bin/sh", "-c", pct_info.IN_CONTAINER], capture_output=True, text=True, check=True,
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout  # fmt: skip
-    found = pct_probe.parse_container(out)
+    found = pct_info.parse_container(out)
     assert found["boot_state"] == "degraded"
     assert found["smi_rc"] == 18
     assert found["smi_lines"] == ["Failed to initialize NVML: Driver/library version mismatch"]
@@ -93,6 +97,7 @@ def test_a_container_without_nvidia_userspace_and_without_nvidia_smi(node):
     assert ok
     assert result["container"] == {
         "boot_state": "starting", "nvidia_userspace": "", "smi_rc": 127, "smi_lines": ["sh: 1: nvidia-smi: not found"],
+        "smi_gpus": 0,
     }  # fmt: skip
 
 
@@ -135,6 +140,23 @@ def test_files_units_and_a_driverless_node_without_gpus(node, tmp_path):
     assert result["container"] == {}
     ok, result = run(gpus=False)
     assert result["device_nodes"] == [] and result["driver"] == {"version": "", "open": False}
+    assert result["gpu_indexes"] == []
+
+
+def test_the_gpus_nvidia_smi_lists_and_the_nodes_gpu_indexes(node):
+    """The GPU count pct_container checks after a change: nvidia-smi -L's GPU lines, its other lines not."""
+    for index in (1, 10):
+        os.mknod(node["dev"] / f"nvidia{index}", 0o020666, os.makedev(195, index))
+    lines = [f"GPU {i}: NVIDIA H200 (UUID: GPU-{i})" for i in range(3)] + ["  MIG 1g.18gb Device 0: (UUID: MIG-0)"]
+    node["exec"] = (0, in_container(smi="\n".join(lines)), "")
+    ok, result = run()
+    assert ok and result["container"]["smi_gpus"] == 3
+    assert result["gpu_indexes"] == [0, 1, 10]
+
+
+def test_the_old_name_pct_probe_redirects_to_pct_info():
+    found = module_loader.find_plugin_with_context("gpulxc.sglang.pct_probe")
+    assert found.resolved and found.resolved_fqcn == "gpulxc.sglang.pct_info"
 
 
 def test_pct_failing_otherwise_fails_the_module_with_its_message(node):

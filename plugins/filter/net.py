@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: loopback_host
 short_description: The address a service bound to O(_input) is reached at from its own host
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - A wildcard bind address (V(0.0.0.0), V(::) or empty) becomes the loopback address of its family
     (V(127.0.0.1), or V([::1]) for V(::)); any other address is returned as it is, an IPv6 one in brackets so

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: stack_profile
 short_description: Load and check an SGLang stack profile
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Returns the profile of one SGLang release - its pins, supported Pythons, CUDA wheels and attention
     backends - from C(profiles/<name>.yml) of this collection, or from the absolute path of a file of your own

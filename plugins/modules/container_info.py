@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: container_info
 short_description: What the SGLang stack needs to know about the container before installing into it
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads, without changing anything, the container's glibc version and CPU architecture, the C(X.Y) version of
     the Python a virtual environment would be made from, whether a shared cache directory is a mount point, and

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_units_info
 short_description: Read the state of the SGLang instances' systemd units in the container
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads, with one C(systemctl list-units) and one C(systemctl show) call, every C(sglang@N.service) instance
     asked for and every one present (loaded, or enabled through a C(*.wants/) link), and the model staging unit

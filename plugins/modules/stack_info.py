@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: stack_info
 short_description: Read what a gpulxc.sglang run left in the container - the stack's versions, the model, the router
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads the installed versions of the stack's packages from the C(*.dist-info) of the SGLang and router virtual
     environments (O(venv), O(router_venv)), as the C(importlib.metadata) of the container's Python sees them.

@@ -8,23 +8,13 @@ import pytest
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 SHARED = re.compile(r"/opt/sglang|/etc/sglang|/var/cache/sglang|/opt/smg|/etc/smg|/etc/ansible/facts\.d")
-# the files of the other branches of issue 20 until they convert (the lead removes the marks after the merge)
-NOT_YET = {
-    "cuda_surgery/defaults": "i20-services",
-}
 FILES = sorted(
     path for path in [*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/vars/main.yml")]
     if path.parts[-3] != "gpulxc"
 )  # fmt: skip
 
 
-def param(path):
-    name = f"{path.parts[-3]}/{path.parts[-2]}"
-    marks = [pytest.mark.xfail(strict=True, reason=f"converted on branch {NOT_YET[name]}")] if name in NOT_YET else []
-    return pytest.param(path, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("path", [param(path) for path in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[f"{path.parts[-3]}/{path.parts[-2]}" for path in FILES])
 def test_no_role_names_a_shared_path_literally(path):
     found = [line.strip() for line in path.read_text().splitlines() if SHARED.search(line.split("#", 1)[0])]
     assert found == [], f"{path}: read the gpulxc_* variable (roles/gpulxc/defaults/main.yml) instead: {found}"

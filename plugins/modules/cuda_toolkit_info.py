@@ -146,7 +146,7 @@ def parse_ldconfig(text):
     """(whether a libcuda.so.1 is cached, the path of the x86-64 one or '')."""
     cached, driver = False, ""
     for line in text.splitlines():
-        name, _, rest = line.strip().partition(" ")
+        name, _sep, rest = line.strip().partition(" ")
         if name != "libcuda.so.1":
             continue
         cached = True
@@ -184,7 +184,7 @@ def trees_equal(left, right):
     compared = filecmp.dircmp(left, right)
     if compared.left_only or compared.right_only or compared.funny_files:
         return False
-    _, mismatch, errors = filecmp.cmpfiles(left, right, compared.common_files, shallow=False)
+    _match, mismatch, errors = filecmp.cmpfiles(left, right, compared.common_files, shallow=False)
     if mismatch or errors:
         return False
     return all(trees_equal(os.path.join(left, d), os.path.join(right, d)) for d in compared.common_dirs)

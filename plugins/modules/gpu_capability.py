@@ -17,7 +17,7 @@ description:
     to do - no driver visible (passthrough not configured), C(Driver/library version mismatch)
     (container userspace differs from the node's kernel driver), a GPU of another SM (each GPU named),
     too few GPUs, a driver older than required.
-  - Returns what later roles use - the GPU indexes to serve and the set of SMs (compute capabilities only: the
+  - Returns what later roles use - the GPU indexes to serve and the set of SMs (compute capabilities only; the
     attention backend for an SM is the stack profile's choice, C(profiles/<release>.yml)).
 author:
   - gpulxc.sglang developers (@gpulxc)

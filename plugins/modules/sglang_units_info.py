@@ -65,10 +65,10 @@ instances:
     index: {description: The GPU index., type: int, sample: 0}
     unit: {description: The unit., type: str, sample: sglang@0.service}
     active: {description: systemd's C(ActiveState)., type: str, sample: active}
-    enabled: {description: The unit file state (C(enabled), C(disabled), empty when not found)., type: str}
-    running: {description: C(active), C(activating) or C(reloading)., type: bool}
+    enabled: {description: 'The unit file state (C(enabled), C(disabled), empty when not found).', type: str}
+    running: {description: 'C(active), C(activating) or C(reloading).', type: bool}
     failed: {description: C(ActiveState) is C(failed) - systemd gave up on it., type: bool}
-    main_pid: {description: The main process, 0 when none., type: int}
+    main_pid: {description: 'The main process, 0 when none.', type: int}
     stale_env: {description: It runs with an environment other than O(env_file)'s now., type: bool}
 to_start:
   description: The indexes asked for that are not running or not enabled.

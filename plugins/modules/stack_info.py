@@ -172,7 +172,7 @@ def router(module, directory):
     option = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i] in ("--host", "--port")}
     host = option.get("--host", "0.0.0.0")
     if host in EVERY_ADDRESS:
-        rc, out, _ = module.run_command([module.get_bin_path("hostname", required=True), "-I"])
+        rc, out, _err = module.run_command([module.get_bin_path("hostname", required=True), "-I"])
         addresses = out.split() if rc == 0 else []
         host = addresses[0] if addresses else host
     try:

@@ -76,7 +76,7 @@ to_start:
   type: list
   elements: int
   sample: [3]
-failed:
+failed_units:
   description: The units asked for that systemd gave up on (C(failed)).
   returned: always
   type: list
@@ -201,7 +201,7 @@ def main():
         changed=False,
         instances=instances,
         to_start=[i["index"] for i in instances if not (i["running"] and i["enabled"] == "enabled")],
-        failed=[i["unit"] for i in instances if i["failed"]],
+        failed_units=[i["unit"] for i in instances if i["failed"]],
         stale_env=[i["index"] for i in instances if i["stale_env"]],
         unwanted=[u for u in present if unwanted(u)],
         staging={

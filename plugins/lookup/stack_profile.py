@@ -18,6 +18,12 @@ options:
   _terms:
     description: A profile name (V(sglang-0.5.12)) or the absolute path of a profile file.
     required: true
+  flags:
+    description:
+      - Include the release's launch-flag table (C(flags), generated from its own parser). Left out by default -
+        it is large, and a profile the roles keep as a fact is copied into every later task's variables.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -37,6 +43,7 @@ import os
 
 import yaml
 from ansible.errors import AnsibleLookupError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
 # <collection root>/plugins/lookup/stack_profile.py: the same from a checkout and an installed tarball
@@ -83,7 +90,7 @@ def problems(profile):
     return errors
 
 
-def load(term):
+def load(term, flags=False):
     path = term if os.path.isabs(term) else os.path.join(PROFILES, f"{term}.yml")
     if not os.path.isfile(path):
         raise AnsibleLookupError(
@@ -92,7 +99,7 @@ def load(term):
         )
     with open(path) as handle:
         try:
-            profile = yaml.safe_load(handle)
+            profile = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as error:
             raise AnsibleLookupError(f"sglang_stack_profile: {path} is not YAML: {error}") from error
     errors = problems(profile)
@@ -104,9 +111,14 @@ def load(term):
     cuda = profile["cuda"]
     cuda["family"] = {name: str(version) for name, version in cuda["family"].items()}
     cuda["runtime"], cuda["nvrtc"] = str(cuda["runtime"]), str(cuda["nvrtc"])
+    if not flags:
+        profile.pop("flags", None)
     return profile
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        return [load(str(term)) for term in terms]
+        flags = boolean(kwargs.pop("flags", False), strict=True)
+        if kwargs:
+            raise AnsibleLookupError(f"stack_profile takes only the option flags, not {sorted(kwargs)}")
+        return [load(str(term), flags) for term in terms]

@@ -20,6 +20,13 @@ def test_the_shipped_profile_by_name_from_the_collection_root():
     assert os.path.realpath(stack_profile.PROFILES) == str(REPO / "profiles")  # through .ansible/collections
 
 
+def test_the_flag_table_only_when_asked_for():
+    """The roles keep the profile as a fact, copied into every later task's variables: without the large table."""
+    assert "flags" not in stack_profile.LookupModule().run(["sglang-0.5.12"])[0]
+    flags = stack_profile.LookupModule().run(["sglang-0.5.12"], flags=True)[0]["flags"]
+    assert "auto" in flags["--reasoning-parser"]["choices"]
+
+
 def test_an_unknown_name_lists_the_shipped_profiles():
     with pytest.raises(AnsibleLookupError, match=r"sglang_stack_profile: there is no profile 'sglang-9.9'\. "
                        r"This collection ships \['sglang-0.5.12'\]"):  # fmt: skip

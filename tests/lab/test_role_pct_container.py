@@ -191,7 +191,8 @@ def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
 def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
     converged(inventory)
     fact = in_ct("cat", "/etc/ansible/facts.d/gpulxc_gpus.fact").stdout
-    assert json.loads(fact)["attention_backends"] == {"12.0": "flashinfer"}
+    # compute capabilities only: the attention backend per SM is the stack profile's (ansible_local.gpulxc_stack)
+    assert json.loads(fact)["capabilities"] == ["12.0"] and "attention_backends" not in json.loads(fact)
     assert json.loads(fact)["indexes"] == list(range(8))
     proc, _ = site(inventory, "-e", json.dumps({"gpu_preflight_compute_capabilities": ["9.0"]}))
     assert proc.returncode != 0

@@ -114,8 +114,8 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     text = " ".join(proc.stdout.split())
     layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)"
     env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
-    services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration and"
-                " the units")  # fmt: skip
+    services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration,"
+                " the units and the services' fact")  # fmt: skip
     stack = "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock"
     cccl = "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)"
     start = "gpulxc.sglang.sglang_services : Start and enable every instance not running or not enabled"

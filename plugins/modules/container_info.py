@@ -111,6 +111,22 @@ def fits(target, python, arch, glibc):
     )
 
 
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def is_mount_point(path):
+    """Whether path is a mount point, from the mount table as mountpoint(1) reads it: a bind mount of a directory
+    of the same file system is one (os.path.ismount compares devices and misses it)."""
+    target = os.path.realpath(path)
+    try:
+        with open(MOUNTINFO) as handle:
+            # field 5 is the mount point, with space, tab, newline and backslash written as octal escapes
+            points = {line.split()[4].encode().decode("unicode_escape") for line in handle if line.strip()}
+    except (OSError, IndexError):
+        return os.path.ismount(target)
+    return target in points
+
+
 def glibc_version():
     try:
         name = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
@@ -152,7 +168,7 @@ def main():
         "glibc": glibc_version(),
         "arch": platform.machine(),
         "python": python,
-        "cache_mounted": os.path.ismount(params["cache_dir"]) if params["cache_dir"] else None,
+        "cache_mounted": is_mount_point(params["cache_dir"]) if params["cache_dir"] else None,
         "wheelhouse": None,
     }
     if params["wheelhouse"]:

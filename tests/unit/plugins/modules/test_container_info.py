@@ -25,6 +25,7 @@ def container(monkeypatch, module_exits):
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, args, **kw: state["python"])
     monkeypatch.setattr(container_info.os, "confstr", lambda name: state["glibc"])
     monkeypatch.setattr(container_info.os.path, "ismount", lambda path: path in state["mounts"])
+    monkeypatch.setattr(container_info, "MOUNTINFO", "/nonexistent/mountinfo")  # os.path.ismount, as recorded
     monkeypatch.setattr(container_info.platform, "machine", lambda: state["arch"])
     monkeypatch.setattr(container_info.os, "access", lambda path, mode: path in state["pythons"])
     return state
@@ -64,6 +65,23 @@ def test_the_cache_must_be_a_mount_point(container):
     assert run(cache_dir="/var/cache/uv")["cache_mounted"] is False
     container["mounts"].add("/var/cache/uv")
     assert run(cache_dir="/var/cache/uv")["cache_mounted"] is True
+
+
+# /proc/self/mountinfo in a lab CT whose /var/cache/uv-shared is an mpN bind mount of a node directory on the
+# node's own file system: os.path.ismount says False there (same device), mountpoint(1) says it is one
+MOUNTINFO = """\
+1351 1209 253:0 /var/lib/vz/images/950/rootfs / rw,relatime master:1 - ext4 /dev/vda rw
+1352 1351 253:0 /var/lib/gpulxc-lab/uv-cache /var/cache/uv-shared rw,relatime master:1 - ext4 /dev/vda rw
+1353 1351 253:0 /srv/models /srv/my\\040models ro,relatime master:1 - ext4 /dev/vda rw
+"""
+
+
+def test_a_bind_mount_from_the_same_file_system_is_a_mount_point(container, monkeypatch, tmp_path):
+    (tmp_path / "mountinfo").write_text(MOUNTINFO)
+    monkeypatch.setattr(container_info, "MOUNTINFO", str(tmp_path / "mountinfo"))
+    assert run(cache_dir="/var/cache/uv-shared")["cache_mounted"] is True  # os.path.ismount: False here
+    assert run(cache_dir="/srv/my models")["cache_mounted"] is True
+    assert run(cache_dir="/var/cache/uv")["cache_mounted"] is False
 
 
 def test_a_wheelhouse_for_this_container_fits(container, tmp_path):

@@ -102,6 +102,13 @@ lab_install_tool() {
   lab_record file "$dest"
 }
 
+# Run a command with no file descriptor above 2 open. The lab's daemons start through this: one that kept an
+# inherited descriptor would keep whatever it refers to, e.g. the lock of a caller's `flock <file> lab/setup`,
+# held for as long as the daemon lives.
+lab_without_inherited_fds() {
+  /usr/bin/python3 -c 'import os, sys; os.closerange(3, os.sysconf("SC_OPEN_MAX")); os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+
 # The pmxcfs stand-in (lab/pmxcfs) on /etc/pve/nodes/<node>, backed by $LAB_STATE/pmxcfs; a dead
 # mount left by a killed daemon is replaced, so the CT configs in the backing store come back.
 lab_mount_pmxcfs() {
@@ -115,5 +122,5 @@ lab_mount_pmxcfs() {
     cp -a "$dir/." "$LAB_STATE/pmxcfs/"
     find "$dir" -mindepth 1 -delete
   fi
-  /usr/bin/python3 "$LAB_HERE/pmxcfs" "$LAB_STATE/pmxcfs" "$dir"
+  lab_without_inherited_fds /usr/bin/python3 "$LAB_HERE/pmxcfs" "$LAB_STATE/pmxcfs" "$dir"
 }

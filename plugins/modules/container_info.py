@@ -13,6 +13,7 @@ description:
     the Python a virtual environment would be made from, whether a shared cache directory is a mount point, and
     for a wheelhouse whether it holds the uv wheel and which Python and platform it was built for (the first
     line of its C(stack.in), which gpulxc.sglang.wheelhouse writes) and whether those install here.
+  - With O(uv), that uv's version; with O(debian_packages), each package's state in dpkg's status database.
 author:
   - gpulxc.sglang developers (@gpulxc)
 attributes:
@@ -24,9 +25,9 @@ attributes:
     support: none
 options:
   python:
-    description: The Python the virtual environment is made from.
-    type: path
-    required: true
+    description: The Python the virtual environment is made from; empty to read no Python.
+    type: str
+    default: ""
   cache_dir:
     description: A directory that must be a mount point; empty for none.
     type: str
@@ -39,6 +40,15 @@ options:
     description: The file name of the uv wheel the wheelhouse must hold.
     type: str
     default: ""
+  uv:
+    description: A uv program whose version to read (C(uv --version)); empty for none.
+    type: str
+    default: ""
+  debian_packages:
+    description: Debian packages whose state to read from C(/var/lib/dpkg/status).
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -60,7 +70,7 @@ arch:
   type: str
   sample: x86_64
 python:
-  description: The Python's C(X.Y) version (empty when it does not run) and its error output.
+  description: The Python's C(X.Y) version (empty when it does not run or without O(python)) and its error output.
   returned: always
   type: dict
   sample: {"path": "/usr/bin/python3", "version": "3.11", "error": ""}
@@ -77,6 +87,18 @@ wheelhouse:
   type: dict
   sample: {"has_uv": true, "target": {"python": "3.11", "platform": "x86_64-manylinux_2_36", "glibc": "2.36"},
            "fits": true}
+uv_version:
+  description: The version O(uv) reports; empty without O(uv) or when it does not run.
+  returned: always
+  type: str
+  sample: 0.9.5
+debian_packages:
+  description:
+    - Per package of O(debian_packages), its state in dpkg's database (the third word of its C(Status), such as
+      C(installed) or C(config-files)); C(not-installed) when dpkg does not know it.
+  returned: always
+  type: dict
+  sample: {ninja-build: installed, g++: not-installed}
 """
 
 import os
@@ -127,6 +149,27 @@ def is_mount_point(path):
     return target in points
 
 
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+def parse_dpkg_status(text, names):
+    """{name: state} for each of names from dpkg's status file (RFC 822 stanzas); a multi-arch package is
+    installed when one of its architectures is."""
+    states = dict.fromkeys(names, "not-installed")
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line[0].isspace())
+        name, status = fields.get("Package"), fields.get("Status", "").split()
+        if name in states and len(status) == 3 and states[name] != "installed":
+            states[name] = status[2]
+    return states
+
+
+def parse_uv_version(text):
+    """'0.9.5' from 'uv 0.9.5' or 'uv 0.9.5 (d5f39331a 2025-10-21)'; '' otherwise."""
+    match = re.match(r"uv (\S+)", text.strip())
+    return match.group(1) if match else ""
+
+
 def glibc_version():
     try:
         name = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
@@ -143,26 +186,41 @@ def first_line(path):
         return None
 
 
+def read_or_empty(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def run(module, program, *args):
+    """run_command, with a program that does not run as (127, '', why) instead of a failed module."""
+    if not os.access(program, os.X_OK):
+        return 127, "", f"{program}: no such executable"
+    return module.run_command([program, *args])
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
-            "python": {"type": "path", "required": True},
+            "python": {"type": "str", "default": ""},
             "cache_dir": {"type": "str", "default": ""},
             "wheelhouse": {"type": "str", "default": ""},
             "uv_wheel": {"type": "str", "default": ""},
+            "uv": {"type": "str", "default": ""},
+            "debian_packages": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
     params = module.params
     python = {"path": params["python"], "version": "", "error": ""}
-    if os.access(params["python"], os.X_OK):
-        rc, out, err = module.run_command([params["python"], "-c", _PROBE])
-    else:  # run_command would fail the module
-        rc, out, err = 127, "", f"{params['python']}: no such executable"
-    if rc == 0 and re.fullmatch(r"3\.\d+", out.strip()):
-        python["version"] = out.strip()
-    else:
-        python["error"] = (err or out).strip() or f"exit status {rc}"
+    if params["python"]:
+        rc, out, err = run(module, params["python"], "-c", _PROBE)
+        if rc == 0 and re.fullmatch(r"3\.\d+", out.strip()):
+            python["version"] = out.strip()
+        else:
+            python["error"] = (err or out).strip() or f"exit status {rc}"
     result = {
         "changed": False,
         "glibc": glibc_version(),
@@ -170,7 +228,11 @@ def main():
         "python": python,
         "cache_mounted": is_mount_point(params["cache_dir"]) if params["cache_dir"] else None,
         "wheelhouse": None,
+        "uv_version": parse_uv_version(run(module, params["uv"], "--version")[1]) if params["uv"] else "",
+        "debian_packages": {},
     }
+    if params["debian_packages"]:
+        result["debian_packages"] = parse_dpkg_status(read_or_empty(DPKG_STATUS), params["debian_packages"])
     if params["wheelhouse"]:
         target = parse_target(first_line(os.path.join(params["wheelhouse"], "stack.in")))
         result["wheelhouse"] = {

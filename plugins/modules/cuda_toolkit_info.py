@@ -14,6 +14,8 @@ description:
   - The driver's C(libcuda.so.1) in the loader cache (C(ldconfig -p)).
   - Which of the CCCL headers JIT builds include are missing, and with O(flashinfer_cccl) which of the trees
     C(nv/) and C(cuda/) of FlashInfer's bundled CCCL are missing or differ from C($CUDA_HOME/include).
+  - With O(packages), the installed versions of those distributions in the venv; with O(nvcc_release), the
+    C(X.Y) release C($CUDA_HOME/bin/nvcc --version) reports.
   - With O(ninja_dir), whether ninja has work to do there; with O(binary), what its libraries resolve to
     (C(ldd)) and whether C(libnvrtc.so.13) loads - both in the environment of O(env_file).
 author:
@@ -37,6 +39,15 @@ options:
   flashinfer_cccl:
     description:
       - Compare FlashInfer's bundled CCCL (C(flashinfer/data/cccl/libcudacxx/include)) with C($CUDA_HOME/include).
+    type: bool
+    default: false
+  packages:
+    description: Distributions whose installed versions to read from the venv's C(*.dist-info).
+    type: list
+    elements: str
+    default: []
+  nvcc_release:
+    description: Run C($CUDA_HOME/bin/nvcc --version) and report its release.
     type: bool
     default: false
   env_file:
@@ -89,6 +100,16 @@ libcuda:
     driver:
       description: The path of its x86-64 one; empty when there is none.
       type: str
+versions:
+  description: The installed version of each of O(packages) found in the venv (names as pip normalizes them).
+  returned: always
+  type: dict
+  sample: {nvidia-cuda-nvcc: 13.2.78, nvidia-cuda-cccl: 13.2.75}
+nvcc_release:
+  description: The C(X.Y) release nvcc reports; empty without O(nvcc_release) or when nvcc does not run.
+  returned: always
+  type: str
+  sample: "13.2"
 cccl_missing:
   description:
     - The headers of C(nv/target), C(cccl/nv/target), C(cccl/cuda/std/type_traits) missing in C($CUDA_HOME/include).
@@ -132,8 +153,10 @@ nvrtc_loads:
 
 import filecmp
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import installed_versions
 
 CCCL_HEADERS = ("nv/target", "cccl/nv/target", "cccl/cuda/std/type_traits")
 FLASHINFER_CCCL = "flashinfer/data/cccl/libcudacxx/include"
@@ -153,6 +176,12 @@ def parse_ldconfig(text):
         if "x86-64" in rest and "=> " in rest and not driver:
             driver = rest.split("=> ", 1)[1].strip()
     return cached, driver
+
+
+def parse_nvcc_release(text):
+    """'13.2' from nvcc's 'Cuda compilation tools, release 13.2, V13.2.78' line; '' without one."""
+    match = re.search(r"^Cuda compilation tools, release ([0-9]+\.[0-9]+),", text, re.M)
+    return match.group(1) if match else ""
 
 
 def parse_ldd(text):
@@ -216,6 +245,8 @@ def main():
             "venv": {"type": "path", "required": True},
             "cuda_subdir": {"type": "str", "default": "nvidia/cu13"},
             "flashinfer_cccl": {"type": "bool", "default": False},
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "nvcc_release": {"type": "bool", "default": False},
             "env_file": {"type": "path"},
             "ninja_dir": {"type": "path"},
             "binary": {"type": "path"},
@@ -223,9 +254,9 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    result = {"changed": False, "purelib": "", "cuda_home": "", "error": "", "nvcc": False, "cccl_missing": [],
-              "flashinfer_cccl": {}, "ninja_up_to_date": False, "libraries": {}, "ldd_error": "",
-              "nvrtc_loads": False}  # fmt: skip
+    result = {"changed": False, "purelib": "", "cuda_home": "", "error": "", "nvcc": False, "versions": {},
+              "nvcc_release": "", "cccl_missing": [], "flashinfer_cccl": {}, "ninja_up_to_date": False,
+              "libraries": {}, "ldd_error": "", "nvrtc_loads": False}  # fmt: skip
     rc, out, err = run(module, [os.path.join(params["venv"], "bin/python"), "-c", PURELIB])
     if rc == 0 and out.strip():
         result["purelib"] = out.strip()
@@ -236,6 +267,11 @@ def main():
     if home:
         result["nvcc"] = os.path.exists(os.path.join(home, "bin/nvcc"))
         result["cccl_missing"] = [h for h in CCCL_HEADERS if not os.path.exists(os.path.join(home, "include", h))]
+        if params["packages"]:
+            result["versions"] = installed_versions([result["purelib"]], params["packages"])
+        if params["nvcc_release"] and result["nvcc"]:
+            rc, out, _err = run(module, [os.path.join(home, "bin/nvcc"), "--version"])
+            result["nvcc_release"] = parse_nvcc_release(out) if rc == 0 else ""
         if params["flashinfer_cccl"]:
             result["flashinfer_cccl"] = compare_flashinfer(result["purelib"], home)
     cached, driver = parse_ldconfig(run(module, ["/sbin/ldconfig", "-p"])[1])

@@ -97,26 +97,20 @@ router:
 """
 
 import glob
-import importlib.metadata
 import json
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import installed_versions, normalize
 
 INSTANCE = re.compile(r"^instance-([0-9]+)\.yaml$")
 EVERY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 def versions(venvs, wanted):
-    found = {}
-    for venv in venvs:
-        for site in sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))):
-            for dist in importlib.metadata.distributions(path=[site]):
-                name = (dist.metadata["Name"] or "").lower().replace("_", "-")
-                if name in wanted:
-                    found[name] = dist.version
-    return found
+    sites = [s for venv in venvs for s in sorted(glob.glob(os.path.join(venv, "lib", "python3*", "site-packages")))]
+    return installed_versions(sites, wanted)
 
 
 def scalar(text):
@@ -199,7 +193,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    wanted = [name.lower().replace("_", "-") for name in params["packages"]]
+    wanted = [normalize(name) for name in params["packages"]]
     found = versions([params["venv"], params["router_venv"]], wanted)
     config = first_config(params["config_dir"])
     module.exit_json(

@@ -5,12 +5,14 @@ exactly what would be sent to the node.
 """
 
 import ast
+import multiprocessing
 import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.executor.process.worker import WorkerProcess
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection import ssh as ssh_plugin
 from ansible.plugins.loader import connection_loader
@@ -201,3 +203,16 @@ def test_options_cover_every_option_of_the_ssh_plugin():
     for name, spec in theirs.items():
         assert ours.get(name) == spec, name
     assert {"vmid", "proxmox_become_method", "pct_executable", "pct_transfer_threshold"} <= set(ours)
+
+
+def test_the_garbage_collector_skips_inherited_objects_in_a_task_worker_only(monkeypatch):
+    """Loaded in a task's worker process (a fork of the controller), the plugin freezes what the worker inherited;
+    anywhere else (the controller, ansible-doc, a test) it leaves the collector alone."""
+    module = __import__(type(connect()).__module__, fromlist=["_freeze_inherited_objects"])
+    frozen = []
+    monkeypatch.setattr(module.gc, "freeze", lambda: frozen.append(True))
+    module._freeze_inherited_objects()
+    assert frozen == []
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: WorkerProcess.__new__(WorkerProcess))
+    module._freeze_inherited_objects()
+    assert frozen == [True]

@@ -2,6 +2,7 @@
 the wheelhouse's uv wheel and target - read from fake files and a recorded Python probe."""
 
 import os
+from pathlib import Path
 
 import pytest
 from ansible.module_utils import basic
@@ -114,3 +115,37 @@ def test_a_wheelhouse_for_another_target_does_not_fit(container, tmp_path, stack
 def test_a_wheelhouse_without_the_uv_wheel(container, tmp_path):
     assert run(wheelhouse=str(tmp_path), uv_wheel=UV_WHEEL)["wheelhouse"]["has_uv"] is False
     assert os.listdir(tmp_path) == []
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures/container"
+
+
+def test_debian_packages_from_the_recorded_status_file(container, monkeypatch):
+    monkeypatch.setattr(container_info, "DPKG_STATUS", str(RECORDED / "dpkg-status.txt"))
+    result = run(python="", debian_packages=["ninja-build", "g++", "python3-dev", "libc6", "gcc-13"])
+    assert result["debian_packages"] == {"ninja-build": "installed", "g++": "installed", "python3-dev": "installed",
+                                         "libc6": "installed", "gcc-13": "not-installed"}  # fmt: skip
+    assert result["python"] == {"path": "", "version": "", "error": ""}  # no python asked: none probed
+
+
+def test_a_removed_package_keeps_its_state_and_a_missing_status_file_knows_none(container, monkeypatch, tmp_path):
+    # `dpkg -r` of a package with conffiles leaves its stanza as "deinstall ok config-files" (dpkg(1), Status field)
+    text = (RECORDED / "dpkg-status.txt").read_text()
+    removed = text.replace("Package: ninja-build\nStatus: install ok installed",
+                           "Package: ninja-build\nStatus: deinstall ok config-files")  # fmt: skip
+    (tmp_path / "status").write_text(removed)
+    monkeypatch.setattr(container_info, "DPKG_STATUS", str(tmp_path / "status"))
+    assert run(debian_packages=["ninja-build", "g++"])["debian_packages"] == {"ninja-build": "config-files",
+                                                                              "g++": "installed"}  # fmt: skip
+    monkeypatch.setattr(container_info, "DPKG_STATUS", str(tmp_path / "absent"))
+    assert run(debian_packages=["g++"])["debian_packages"] == {"g++": "not-installed"}
+
+
+def test_the_uv_version_from_its_recorded_output(container, monkeypatch):
+    container["pythons"].add("/usr/local/bin/uv")
+    container["python"] = (0, (RECORDED / "uv-version.txt").read_text(), "")
+    assert run(uv="/usr/local/bin/uv")["uv_version"] == "0.13.9"
+    assert container_info.parse_uv_version("uv 0.9.5") == "0.9.5"
+    assert container_info.parse_uv_version("bash: uv: command not found") == ""
+    assert run(uv="/usr/local/bin/uv-missing")["uv_version"] == ""  # not there: empty, not a failed module
+    assert run()["uv_version"] == ""

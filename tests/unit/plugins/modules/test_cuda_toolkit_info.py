@@ -123,3 +123,30 @@ def test_ninja_and_ldd_run_in_the_environment_files_environment(venv):
     result = run(venv, env_file=str(env_file), ninja_dir="/v", binary="/v/validate")
     assert not result["ninja_up_to_date"] and not result["nvrtc_loads"]
     assert result["libraries"] == {} and result["ldd_error"] == "ldd: /v/validate: No such file or directory"
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures/container"
+
+
+def test_the_installed_cuda_wheels_and_nvccs_release(venv):
+    purelib = venv["home"].parents[1]
+    for name, version in (("nvidia_cuda_nvcc", "13.2.78"), ("nvidia_cuda_cccl", "13.2.75"), ("torch", "2.11.0")):
+        info = purelib / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n")
+    venv["nvcc"] = (0, (RECORDED / "nvcc-version-13.2.txt").read_text(), "")
+    result = run(venv, packages=["nvidia-cuda-nvcc", "NVIDIA_CUDA_CCCL", "nvidia-cuda-runtime"], nvcc_release=True)
+    assert result["versions"] == {"nvidia-cuda-nvcc": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}
+    assert result["nvcc_release"] == "13.2"
+    assert [args for args, _env in venv["calls"] if Path(args[0]).name == "nvcc"] == [[str(venv["home"] / "bin/nvcc"),
+                                                                                       "--version"]]  # fmt: skip
+
+
+def test_no_release_when_nvcc_fails_or_is_not_asked(venv):
+    venv["nvcc"] = (1, "", "nvcc: error while loading shared libraries")
+    assert run(venv, nvcc_release=True)["nvcc_release"] == ""
+    assert cuda_toolkit_info.parse_nvcc_release("nvcc: NVIDIA (R) Cuda compiler driver\n") == ""
+    venv["calls"].clear()
+    result = run(venv)
+    assert result["nvcc_release"] == "" and result["versions"] == {}
+    assert not [args for args, _env in venv["calls"] if Path(args[0]).name == "nvcc"]

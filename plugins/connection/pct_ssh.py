@@ -505,7 +505,7 @@ from ansible.plugins.connection.ssh import Connection as SSHConnection
 from ansible.release import __version__ as ansible_core_version
 from ansible.utils.display import Display
 from ansible.utils.path import makedirs_safe
-from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel, pct_channel_agent
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils import option_definitions, pct_channel, pct_channel_agent
 
 display = Display()
 
@@ -523,6 +523,7 @@ def _freeze_inherited_objects():
 
 
 _freeze_inherited_objects()
+option_definitions.register("connection", __name__, DOCUMENTATION, __file__)  # GPULXC_AB_REGISTER
 
 # The ansible-core minors the preload is tested with: it runs modules on private parts of their payload.
 PRELOAD_CORE_VERSIONS = ("2.19",)

@@ -119,7 +119,7 @@ def main():
         stock, ok, changed = site(inventory, *STOCK)
         rows.append(("no-op re-run (community.proxmox.proxmox_pct_remote)", f"{stock:.1f} s",
                      f"{ok} tasks, {changed} changed", f"{stock / ok * 1000:.0f} ms/task"))  # fmt: skip
-        rows.append(("no-op ratio pct_ssh / stock", f"{took / stock:.2f}", "target <= 0.15, and <= 20 s", ""))
+        rows.append(("no-op ratio pct_ssh / stock", f"{took / stock:.3f}", "target <= 0.17 (issue 20), <= 20 s", ""))
 
         extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(PLAN)}})
         in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")

@@ -112,10 +112,18 @@ def load(vmid: int) -> dict:
 
 
 def save(vmid: int, conf: dict) -> None:
-    """Write the config; only ever called under config_lock (the caller holds it)."""
-    # A plain write, as the lab's pmxcfs allows no chmod (Proxmox writes <file>.tmp.<pid> and renames).
-    with open(conf_path(vmid), "w") as handle:
-        handle.write(pveconf.write(conf))
+    """Write the config as PVE::Cluster cfs_write_file does (PVE::File::file_set_contents): into
+    <file>.tmp.<pid> in the same directory, renamed over the config (no chmod: pmxcfs refuses it).
+    Only ever called under config_lock (the caller holds it)."""
+    path = conf_path(vmid)
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(temporary, "w") as handle:
+            handle.write(pveconf.write(conf))
+        os.rename(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
 
 
 # --- option parsing (PVE::JSONSchema get_options: Getopt::Long, prefix -- or -) ----------------

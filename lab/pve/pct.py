@@ -388,7 +388,8 @@ def cmd_create(args: list[str]) -> None:
                 capture_output=True,
             )
             keys = {"arch": "amd64", "hostname": f"CT{vmid}", "memory": "512", "swap": "512"}
-            keys.update(values)
+            # create_vm sets the options through update_pct_config + vmconfig_apply_pending: written as applied
+            keys.update({key: schema.canonical(key, value) for key, value in values.items()})
             keys["rootfs"] = pveconf.print_property_string({"volume": f"local:{name}", **spec}, "volume")
             keys["ostype"] = values.get("ostype") or detect_ostype(target)
             setup_rootfs(target, keys["hostname"])

@@ -162,6 +162,7 @@ config:
   type: dict
 """
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -209,19 +210,7 @@ class PctConfig:
         """Splice raw lines into the config under Proxmox's config lock (PVE::Tools::lock_file, 10 s), from
         the config read again inside it, with a temporary file in the same directory renamed over the
         config (PVE::File::file_set_contents: pmxcfs renames within a directory, refuses chmod)."""
-        os.makedirs(LOCK_DIR, exist_ok=True)
-        lock = os.path.join(LOCK_DIR, "pve-config-%d.lock" % self.vmid)
-        with open(lock, "a") as handle:
-            deadline = time.monotonic() + LOCK_TIMEOUT
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                        self.module.fail_json(msg="can't lock file '%s' - got timeout (CT %d's config is held by "
-                                              "another change)" % (lock, self.vmid))  # fmt: skip
-                    time.sleep(0.05)
+        with self.config_lock():
             text = self.read()
             self.refuse_locked(pctconf.parse(text))
             new = pctconf.splice_raw_lines(text, remove, add)
@@ -235,6 +224,30 @@ class PctConfig:
                     os.unlink(temporary)
                 self.module.fail_json(msg="writing %s: %s" % (self.path, exc))
 
+    @contextlib.contextmanager
+    def config_lock(self):
+        """PVE::Tools::lock_file on /run/lock/lxc/pve-config-<vmid>.lock: exclusive, 10 s, then Proxmox's
+        message. Held while the config is read or written here, never around a pct call (pct takes it)."""
+        os.makedirs(LOCK_DIR, exist_ok=True)
+        lock = os.path.join(LOCK_DIR, "pve-config-%d.lock" % self.vmid)
+        with open(lock, "a") as handle:
+            deadline = time.monotonic() + LOCK_TIMEOUT
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                        self.module.fail_json(msg="can't lock file '%s' - got timeout (CT %d's config is held by "
+                                              "another change)" % (lock, self.vmid))  # fmt: skip
+                    time.sleep(0.05)
+            yield
+
+    def read_locked(self):
+        """The config as one consistent read (None: no such CT): under the lock, as pct's own writes are."""
+        with self.config_lock():
+            return self.read() if os.path.exists(self.path) else None
+
     def refuse_locked(self, conf):
         lock = conf["main"].get("lock")
         if lock:
@@ -243,10 +256,11 @@ class PctConfig:
                                   "lock with pct unlock %d" % (self.vmid, lock, self.vmid))  # fmt: skip
 
     def run(self):
-        if not os.path.exists(self.path):
+        text = self.read_locked()
+        if text is None:
             self.create()
         else:
-            self.update()
+            self.update(text)
         if not self.module.check_mode or not self.result["created"]:
             self.report()
         self.module.exit_json(**self.result)
@@ -267,8 +281,7 @@ class PctConfig:
         if self.desired_lxc:
             self.write_raw_lines([], self.desired_lxc)
 
-    def update(self):
-        before_text = self.read()
+    def update(self, before_text):
         conf = pctconf.parse(before_text)
         current = pctconf.effective(conf)
         values = {}
@@ -314,7 +327,7 @@ class PctConfig:
         return self.pct("status", self.vmid).strip() == "status: running"
 
     def report(self):
-        conf = pctconf.parse(self.read())
+        conf = pctconf.parse(self.read_locked())
         running = self.is_running()
         pending = sorted({k for k in conf["pending"] if k != "delete"} | set(pctconf.pending_deletes(conf)))
         if self.module.check_mode and running:

@@ -260,7 +260,7 @@ def test_raw_line_changes_beside_pct_set_lose_nothing(ct):
     """pct_config writes raw lines under pct's config lock, renaming a re-read config into place: a pct set
     in a loop beside it loses no change, and the config never reads empty or half-written."""
     line = "lxc.cgroup2.devices.allow: c 10:200 rwm"
-    stop, bad, sets = threading.Event(), [], []
+    stop, bad, sets, renamed = threading.Event(), [], [], []
 
     def setter():
         cores = 1
@@ -272,7 +272,12 @@ def test_raw_line_changes_beside_pct_set_lose_nothing(ct):
     def reader():
         path = Path(f"/etc/pve/lxc/{VMID}.conf")
         while not stop.is_set():
-            text = path.read_text()
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                # an open racing a rename through the lab's FUSE pmxcfs (path-based libfuse): never empty
+                renamed.append(1)
+                continue
             if "\nrootfs: " not in text or not text.endswith("\n"):
                 bad.append(text)
 

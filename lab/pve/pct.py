@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from . import config as pveconf
-from . import lxc, schema
+from . import hotplug, lxc, schema
 from .config import ConfigError
 
 PVE_DIR = Path("/etc/pve")
@@ -143,14 +143,7 @@ def check_config_values(options: dict[str, str]) -> dict[str, str]:
 
 
 def hotplug_allowed(key: str, conf: dict) -> bool:
-    idx = schema.indexed_key(key)
-    if key in schema.HOTPLUG_FAST or key in ("cpulimit", "cpuunits", "memory", "swap"):
-        return True
-    if idx and idx[0] == "net":
-        return True
-    # A new device is hot-plugged; a changed one stays pending ("don't try to hotplug over existing dev").
-    # Lab deviation: Proxmox hot-plugs a new mpN too; the lab keeps it pending until the next start.
-    return bool(idx and idx[0] == "dev" and key not in conf["main"]["keys"])
+    return hotplug.hotplug_allowed(key, conf)  # per the node's pve-container version (PVE 8 or 9)
 
 
 def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
@@ -243,6 +236,8 @@ def hotplug(vmid: int, key: str, value: str) -> None:
         return
     elif idx and idx[0] == "dev":
         lxc.hotplug_device(vmid, key, value)
+    elif idx and idx[0] == "mp":
+        hotplug.hotplug_mp(vmid, value)
 
 
 def translate_memory() -> str:

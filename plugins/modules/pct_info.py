@@ -17,6 +17,9 @@ description:
   - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and
     its kernel driver's version from O(driver_version_file).
   - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
+  - With O(pve), the node's Proxmox VE release from C(pveversion -v): the version of C(pve-manager) and of
+    C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
+    applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
   - With O(container) and the container running, one C(pct exec) reads inside it the boot state
     (C(systemctl is-system-running)), the version of the NVIDIA userspace (C(libnvidia-ml.so.<version>))
     and the GPUs C(nvidia-smi -L) lists.
@@ -64,6 +67,14 @@ options:
     description: Path of C(pvesm) on the node.
     type: path
     default: /usr/sbin/pvesm
+  pve:
+    description: Read the node's Proxmox VE release (RV(pve)) with O(pveversion).
+    type: bool
+    default: true
+  pveversion:
+    description: Path of C(pveversion) on the node.
+    type: path
+    default: /usr/bin/pveversion
 """
 
 EXAMPLES = r"""
@@ -145,6 +156,21 @@ units:
   returned: always
   type: dict
   sample: {gpulxc-nvidia-nodes.service: enabled}
+pve:
+  description: The node's Proxmox VE release, from C(pveversion -v); empty without O(pve).
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: The version of C(pve-manager) (the Proxmox VE release), for example C(9.1.1); empty when unknown.
+      type: str
+    container:
+      description: The version of C(pve-container), for example C(6.1.10); empty when unknown.
+      type: str
+    error:
+      description: Why the release could not be read (C(pveversion) missing or failing, or no C(pve-container) line).
+      type: str
+  sample: {version: 9.1.1, container: 6.1.10, error: ""}
 container:
   description: Read inside the running container; empty when it is not running or O(container) is false.
   returned: always
@@ -185,6 +211,9 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nv
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
 SMI_GPU = re.compile(r"GPU [0-9]+:")
+DEFAULT_PVEVERSION = "/usr/bin/pveversion"
+# pve-manager's bin/pveversion print_status: "<package>: <version>[ (running kernel|version: ...)]"
+PVEVERSION_LINE = re.compile(r"^([a-z0-9][a-z0-9.+-]*): (\S+)")
 
 # Run inside the container by one `pct exec`: each line is `<key>=<value>`.
 IN_CONTAINER = r"""
@@ -265,6 +294,19 @@ def parse_container(text):
     return found
 
 
+def parse_pveversion(text):
+    """The pve-manager and pve-container versions from `pveversion -v`'s output."""
+    packages = {}
+    for line in text.splitlines():
+        match = PVEVERSION_LINE.match(line.strip())
+        if match and match.group(2)[:1].isdigit():  # not "not correctly installed", "residual config"
+            packages[match.group(1)] = match.group(2)
+    found = {"version": packages.get("pve-manager", ""), "container": packages.get("pve-container", ""), "error": ""}
+    if not found["container"]:
+        found["error"] = "pveversion -v lists no installed pve-container"
+    return found
+
+
 class Probe:
     def __init__(self, module):
         self.module = module
@@ -293,6 +335,15 @@ class Probe:
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()
 
+    def pve(self):
+        if not os.path.exists(self.params["pveversion"]):
+            return {"version": "", "container": "", "error": "%s is missing" % self.params["pveversion"]}
+        rc, out, err = self.run(self.params["pveversion"], "-v")
+        if rc != 0:
+            return {"version": "", "container": "", "error": "%s -v failed (rc %s): %s"
+                    % (self.params["pveversion"], rc, (err or out).strip())}  # fmt: skip
+        return parse_pveversion(out)
+
     def container(self):
         rc, out, err = self.run(self.params["pct"], "exec", self.params["vmid"], "--", "/bin/sh", "-c", IN_CONTAINER)
         if rc != 0:
@@ -312,6 +363,8 @@ def main():
             "container": {"type": "bool", "default": True},
             "pct": {"type": "path", "default": "/usr/sbin/pct"},
             "pvesm": {"type": "path", "default": "/usr/sbin/pvesm"},
+            "pve": {"type": "bool", "default": True},
+            "pveversion": {"type": "path", "default": DEFAULT_PVEVERSION},
         },
         supports_check_mode=True,
     )
@@ -328,6 +381,7 @@ def main():
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},
         units={name: probe.unit(name) for name in params["units"]},
+        pve=probe.pve() if params["pve"] else {"version": "", "container": "", "error": ""},
         container=probe.container() if params["container"] and status == "running" else {},
     )
 

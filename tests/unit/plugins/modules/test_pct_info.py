@@ -14,6 +14,7 @@ from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
 H200 = Path(__file__).resolve().parents[2] / "fixtures/nvidia/h200"
+PCT = Path(__file__).resolve().parents[2] / "fixtures/pct"
 SMI = (H200 / "nvidia-smi.txt").read_text()
 # the device numbers of the H200's dev-nodes.txt: nvidia0, nvidiactl, nvidia-uvm(-tools), nvidia-caps
 H200_NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (238, 0), "nvidia-uvm-tools": (238, 1),
@@ -29,12 +30,18 @@ def node(tmp_path, monkeypatch, module_exits):
         os.mknod(dev / name, 0o020666, os.makedev(major, minor))
     (dev / "nvidia-not-a-device").write_text("")
     monkeypatch.setattr(pct_info, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
-    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": []}
+    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": [],
+             "pveversion": (0, (PCT / "pveversion-v-9.txt").read_text(), "")}  # fmt: skip
+    pveversion = tmp_path / "pveversion"
+    pveversion.write_text("")
+    monkeypatch.setattr(pct_info, "DEFAULT_PVEVERSION", str(pveversion))
 
     def run_command(self, args, **kwargs):
         state["calls"].append(args)
         if args[0].endswith("pvesm"):
             return state["pvesm"]
+        if args[0].endswith("pveversion"):
+            return state["pveversion"]
         if args[0] == "systemctl":
             return (0, "enabled\n", "") if args[2] == "on.service" else (1, "disabled\n", "")
         return state["status"] if args[1] == "status" else state["exec"]
@@ -120,7 +127,7 @@ def test_a_stopped_container_is_not_entered(node):
     node["status"] = (0, "status: stopped\n", "")
     ok, result = run()
     assert ok and result["status"] == "stopped" and result["container"] == {}
-    assert [c[1] for c in node["calls"]] == ["status"]
+    assert [c[1] for c in node["calls"]] == ["status", "-v"]  # pct status, pveversion -v
 
 
 def test_files_units_and_a_driverless_node_without_gpus(node, tmp_path):
@@ -167,3 +174,27 @@ def test_pct_failing_otherwise_fails_the_module_with_its_message(node):
     node["exec"] = (255, "", "container 200 not running\n")
     ok, result = run()
     assert ok and result["container"] == {"error": "pct exec 200 failed (rc 255): container 200 not running"}
+
+
+@pytest.mark.parametrize(
+    ("release", "version", "container"),
+    [("9", "9.1.1", "6.1.10"), ("8", "8.4.14", "5.3.5"), ("8.1", "8.1.3", "5.0.6")],
+)
+def test_the_proxmox_release_from_pveversion(node, release, version, container):
+    node["pveversion"] = (0, (PCT / f"pveversion-v-{release}.txt").read_text(), "")
+    ok, result = run(container=False)
+    assert ok and result["pve"] == {"version": version, "container": container, "error": ""}
+    assert ["-v"] in [c[1:] for c in node["calls"] if c[0].endswith("pveversion")]
+
+
+def test_an_unreadable_proxmox_release_says_why(node, tmp_path):
+    node["pveversion"] = (0, "pve-manager: 8.4.14 (running version: 8.4.14/b502d23c)\n"
+                             "pve-container: not correctly installed\n", "")  # fmt: skip
+    ok, result = run(container=False)
+    assert ok and result["pve"] == {"version": "8.4.14", "container": "",
+                                    "error": "pveversion -v lists no installed pve-container"}  # fmt: skip
+    ok, result = run(container=False, pveversion=str(tmp_path / "none"))
+    assert ok and result["pve"]["error"] == f"{tmp_path / 'none'} is missing"
+    ok, result = run(container=False, pve=False)
+    assert ok and result["pve"] == {"version": "", "container": "", "error": ""}
+    assert not [c for c in node["calls"][-1:] if c[0].endswith("pveversion")]

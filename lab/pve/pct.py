@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from . import config as pveconf
-from . import hotplug, lxc, schema
+from . import hotplug as hotplug_rules
+from . import lxc, schema
 from .config import ConfigError
 
 PVE_DIR = Path("/etc/pve")
@@ -143,7 +144,7 @@ def check_config_values(options: dict[str, str]) -> dict[str, str]:
 
 
 def hotplug_allowed(key: str, conf: dict) -> bool:
-    return hotplug.hotplug_allowed(key, conf)  # per the node's pve-container version (PVE 8 or 9)
+    return hotplug_rules.hotplug_allowed(key, conf)  # per the node's pve-container version (PVE 8 or 9)
 
 
 def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
@@ -237,7 +238,7 @@ def hotplug(vmid: int, key: str, value: str) -> None:
     elif idx and idx[0] == "dev":
         lxc.hotplug_device(vmid, key, value)
     elif idx and idx[0] == "mp":
-        hotplug.hotplug_mp(vmid, value)
+        hotplug_rules.hotplug_mp(vmid, value)
 
 
 def translate_memory() -> str:

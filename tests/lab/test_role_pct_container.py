@@ -54,7 +54,7 @@ def test_check_mode_on_an_empty_node_predicts_and_changes_nothing(inventory):
     proc, changed = site(inventory, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed and changed > 0
-    assert "+dev0: /dev/nvidia0,mode=0666" in proc.stdout
+    assert "+dev0: /dev/nvidiactl,mode=0666" in proc.stdout and "+dev3: /dev/nvidia0,mode=0666" in proc.stdout
     assert "+lxc.mount.entry: tmpfs dev/shm tmpfs size=1G" in proc.stdout
     assert not Path(f"/etc/pve/lxc/{VMID}.conf").exists()
     assert (unit.read_text() if unit.exists() else None) == unit_before
@@ -78,7 +78,7 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
     converged(inventory)
     mac_before = mac()
     path = Path(f"/etc/pve/lxc/{VMID}.conf")
-    path.write_text("".join(line + "\n" for line in conf_text(VMID).splitlines() if not line.startswith("dev3:")))
+    path.write_text("".join(line + "\n" for line in conf_text(VMID).splitlines() if not line.startswith("dev6:")))
     pct("set", VMID, "--cores", "1")
     other = "/var/lib/gpulxc-lab/nvidia/NVIDIA-Linux-x86_64-580.82.07.run"
     pct("push", VMID, other, "/root/other.run", "--perms", "0755")
@@ -88,7 +88,7 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed >= 2
     text = conf_text(VMID)
-    assert "dev3: /dev/nvidia3,mode=0666" in text
+    assert "dev6: /dev/nvidia3,mode=0666" in text
     assert "cores: 2" in text
     assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
     assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia3')").stderr  # hot-plugged
@@ -98,13 +98,18 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
 
 
 def test_node_reboot_brings_the_container_back_with_its_gpus(inventory):
+    """boot-node empties /dev of every NVIDIA node, as the reboot of a node with the .run driver does; the boot
+    unit's nvidia-modprobe calls (-c255 for nvidiactl, -cN, -u -c0) make every node CT 920's devN name."""
     converged(inventory)
     proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nvidia-modprobe -u -c0" in proc.stdout
+    assert "nvidia-modprobe -c255" in proc.stdout and "nvidia-modprobe -u -c0" in proc.stdout
     assert pct("status", VMID).stdout == "status: running\n"
-    assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia-uvm')").stderr
+    for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia7"):
+        assert "No such device or address" in in_ct("python3", "-c", f"open('{node}')").stderr
     assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
+    proc, changed = site(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
@@ -115,7 +120,7 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
     try:
         proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
         assert proc.returncode == 1
-        assert "Device /dev/nvidia-uvm does not exist" in proc.stdout
+        assert "Device /dev/nvidiactl does not exist" in proc.stdout  # dev0, Proxmox's own message
     finally:
         converged(inventory)  # the role enables the unit again and recreates the nodes
     assert wants.exists()
@@ -188,6 +193,62 @@ def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
     assert proc.returncode == 0 and "features: nesting=1\n" in conf_text(VMID)
 
 
+@pytest.fixture(params=["8", "9"], ids=["pve8", "pve9"])
+def pve_release(request):
+    """The lab node answers `pveversion -v` as Proxmox VE 8 (pve-container 5.3.5) or 9 (6.1.10), and its pct
+    hot-plugs as that release does (the lab setting GPULXC_LAB_PVE, stored by lab/setup)."""
+    setting = Path("/var/lib/gpulxc-lab/pve")
+    before = setting.read_text() if setting.exists() else "9\n"
+    setting.write_text(request.param + "\n")
+    yield request.param
+    setting.write_text(before)
+
+
+def smi_gpus():
+    return len([line for line in in_ct("nvidia-smi", "-L").stdout.splitlines() if line.startswith("GPU ")])
+
+
+def devs(text):
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(dev\d+): (.*)$", text.split("\n[")[0], re.M)}
+
+
+def test_a_longer_gpu_list_waits_for_a_restart_or_gets_it(inventory, pve_release):
+    """GPUs [0, 1] -> [0, 1, 2, 3] on the running CT: the fixed nodes keep dev0..2, the GPUs only add keys.
+    PVE 9 hot-plugs the new devN; PVE 8 keeps them pending, and the run succeeds saying so; check mode
+    predicts which; with the restart allowed the CT ends with 4 GPUs."""
+    allowed = {"pct_container_restart_allowed": True}
+    proc, _ = site(inventory, "-e", json.dumps({"pct_container_gpus": [0, 1], **allowed}))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert smi_gpus() == 2
+    before = devs(conf_text(VMID))
+    assert before["dev0"] == "/dev/nvidiactl,mode=0666" and before["dev3"] == "/dev/nvidia0,mode=0666"
+    four = {"pct_container_gpus": [0, 1, 2, 3]}
+    pending_message = f"CT {VMID} keeps running with changes pending until its next start: dev5, dev6."
+    try:
+        proc, _ = site(inventory, "--check", "-e", json.dumps(four))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert (pending_message in " ".join(proc.stdout.split())) is (pve_release == "8")
+        proc, _ = site(inventory, "-e", json.dumps(four))
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        text = conf_text(VMID)
+        assert {k: v for k, v in devs(text).items() if k in before} == before  # nothing renumbered
+        if pve_release == "8":
+            assert pending_message in out and "The GPU list (devN) is pending until restart" in out
+            assert "\n[pve:pending]\ndev5: /dev/nvidia2,mode=0666\ndev6: /dev/nvidia3,mode=0666\n" in text
+            assert smi_gpus() == 2
+        else:
+            assert "keeps running with changes pending" not in out and "[pve:pending]" not in text
+            assert devs(text)["dev6"] == "/dev/nvidia3,mode=0666"
+            assert smi_gpus() == 4
+        proc, _ = site(inventory, "-e", json.dumps({**four, **allowed}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "[pve:pending]" not in conf_text(VMID) and smi_gpus() == 4
+    finally:
+        proc, _ = site(inventory, "-e", json.dumps(allowed))  # back to the inventory's 8 GPUs
+    assert proc.returncode == 0 and smi_gpus() == 8, proc.stdout[-3000:]
+
+
 def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
     converged(inventory)
     fact = in_ct("cat", "/etc/ansible/facts.d/gpulxc_gpus.fact").stdout
@@ -227,4 +288,4 @@ def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
     assert "+lxc.cgroup2.devices.allow: c 195:* rwm" in proc.stdout, proc.stdout[-3000:]
     assert f"+lxc.cgroup2.devices.allow: c {uvm_major}:* rwm" in proc.stdout
     assert "+lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in proc.stdout
-    assert "-dev0: /dev/nvidia0,mode=0666" in proc.stdout
+    assert "-dev0: /dev/nvidiactl,mode=0666" in proc.stdout

@@ -14,8 +14,9 @@ description:
     to the node instead of one per fact.
   - The container's status (C(pct status)); when it does not exist, whether its template is on the node
     (C(pvesm path) and the file).
-  - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and
-    its kernel driver's version from O(driver_version_file).
+  - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)), its kernel
+    driver's version from O(driver_version_file), and the character device majors drivers hold now
+    (C(/proc/devices); nvidia-uvm's and nvidia-caps' are dynamic).
   - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
   - With O(pve), the node's Proxmox VE release from C(pveversion -v): the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
@@ -129,6 +130,20 @@ device_nodes:
       description: Minor number.
       type: int
   sample: [{path: /dev/nvidia0, major: 195, minor: 0}, {path: /dev/nvidia-uvm, major: 238, minor: 0}]
+char_devices:
+  description: The character device majors registered now (C(/proc/devices)), with their drivers' names
+    (empty without O(gpus)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    major:
+      description: Major number.
+      type: int
+    name:
+      description: The driver's name for it.
+      type: str
+  sample: [{major: 10, name: misc}, {major: 195, name: nvidia}, {major: 238, name: nvidia-uvm}]
 gpu_indexes:
   description: The indexes N of the node's GPU nodes C(/dev/nvidiaN), sorted (empty without O(gpus)).
   returned: always
@@ -212,6 +227,7 @@ DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
 SMI_GPU = re.compile(r"GPU [0-9]+:")
 DEFAULT_PVEVERSION = "/usr/bin/pveversion"
+PROC_DEVICES = "/proc/devices"
 # pve-manager's bin/pveversion print_status: "<package>: <version>[ (running kernel|version: ...)]"
 PVEVERSION_LINE = re.compile(r"^([a-z0-9][a-z0-9.+-]*): (\S+)")
 
@@ -236,6 +252,22 @@ def device_nodes():
         if stat.S_ISCHR(info.st_mode):
             nodes.append({"path": path, "major": os.major(info.st_rdev), "minor": os.minor(info.st_rdev)})
     return nodes
+
+
+def char_devices(path=None):
+    """The "Character devices:" section of /proc/devices: [{major, name}]."""
+    found = []
+    try:
+        with open(path or PROC_DEVICES, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return found
+    section = text.split("Character devices:", 1)[1].split("\n\n", 1)[0] if "Character devices:" in text else ""
+    for line in section.splitlines():
+        major, _, name = line.strip().partition(" ")
+        if major.isdigit():
+            found.append({"major": int(major), "name": name.strip()})
+    return found
 
 
 def gpu_indexes(nodes):
@@ -378,6 +410,7 @@ def main():
         template=probe.template() if status == "absent" else {},
         device_nodes=nodes,
         gpu_indexes=gpu_indexes(nodes),
+        char_devices=char_devices() if params["gpus"] else [],
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},
         units={name: probe.unit(name) for name in params["units"]},

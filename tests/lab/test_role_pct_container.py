@@ -290,3 +290,44 @@ def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
     assert f"+lxc.cgroup2.devices.allow: c {uvm_major}:* rwm" in proc.stdout
     assert "+lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in proc.stdout
     assert "-dev0: /dev/nvidiactl,mode=0666" in proc.stdout
+
+
+def free_char_major(*taken):
+    used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()
+            if line.strip()[:1].isdigit()}  # fmt: skip
+    return next(m for m in range(383, 255, -1) if m not in used and m not in taken)
+
+
+def test_raw_lxc_passthrough_leaves_no_line_for_an_old_uvm_major(inventory):
+    """lxc mode writes nvidia-uvm's dynamic major into an allow line: once it changed (a driver update, another
+    module load order), a re-run replaces the old major's line (check mode shows it), one uvm line is left."""
+    lxc_mode = {"pct_container_gpu_passthrough": "lxc", "pct_container_restart_allowed": True}
+    state = Path("/var/lib/gpulxc-lab/uvm-major")
+    old = int(state.read_text())
+    caps = Path("/var/lib/gpulxc-lab/caps-major")
+    new = free_char_major(old, int(caps.read_text()) if caps.exists() else 0)
+
+    def uvm_nodes(major):
+        state.write_text(f"{major}\n")
+        for node in ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"):
+            Path(node).unlink(missing_ok=True)
+        subprocess.run(["/usr/bin/nvidia-modprobe", "-u", "-c0"], check=True)
+
+    try:
+        proc, _ = site(inventory, "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert f"lxc.cgroup2.devices.allow: c {old}:* rwm" in conf_text(VMID)
+        uvm_nodes(new)
+        proc, _ = site(inventory, "--check", "--diff", "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert f"-lxc.cgroup2.devices.allow: c {old}:* rwm" in proc.stdout
+        assert f"+lxc.cgroup2.devices.allow: c {new}:* rwm" in proc.stdout
+        proc, _ = site(inventory, "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        allows = [line for line in conf_text(VMID).splitlines() if line.startswith("lxc.cgroup2.devices.allow")]
+        assert allows == ["lxc.cgroup2.devices.allow: c 195:* rwm", f"lxc.cgroup2.devices.allow: c {new}:* rwm"]
+        assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia-uvm')").stderr
+    finally:
+        uvm_nodes(old)
+        proc, _ = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to devN passthrough
+    assert proc.returncode == 0 and "lxc.cgroup2.devices.allow" not in conf_text(VMID), proc.stdout[-3000:]

@@ -198,3 +198,18 @@ def test_an_unreadable_proxmox_release_says_why(node, tmp_path):
     ok, result = run(container=False, pve=False)
     assert ok and result["pve"] == {"version": "", "container": "", "error": ""}
     assert not [c for c in node["calls"][-1:] if c[0].endswith("pveversion")]
+
+
+def test_the_character_majors_drivers_hold_now(node, tmp_path, monkeypatch):
+    """nvidia-uvm's major is dynamic: what /proc/devices says now, so a line for an old major can be told apart."""
+    devices = tmp_path / "devices"
+    devices.write_text("Character devices:\n  1 mem\n 10 misc\n195 nvidia-frontend\n238 nvidia-uvm\n"
+                       "241 nvidia-caps\n\nBlock devices:\n  8 sd\n259 blkext\n")  # fmt: skip
+    monkeypatch.setattr(pct_info, "PROC_DEVICES", str(devices))
+    ok, result = run(container=False)
+    assert ok and result["char_devices"] == [
+        {"major": 1, "name": "mem"}, {"major": 10, "name": "misc"}, {"major": 195, "name": "nvidia-frontend"},
+        {"major": 238, "name": "nvidia-uvm"}, {"major": 241, "name": "nvidia-caps"},
+    ]  # fmt: skip
+    ok, result = run(container=False, gpus=False)
+    assert ok and result["char_devices"] == []

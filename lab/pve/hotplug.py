@@ -98,7 +98,8 @@ def hotplug_mount(pid: int, source: str, target: str, read_only: bool) -> None:
             code = 1
             try:
                 with open(f"/proc/{pid}/ns/mnt") as ns:
-                    os.setns(ns.fileno(), CLONE_NEWNS)
+                    if libc.setns(ns.fileno(), CLONE_NEWNS) != 0:  # (os.setns needs Python 3.12)
+                        raise OSError(ctypes.get_errno(), "setns")
                 os.makedirs(target, exist_ok=True)
                 moved = libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, target.encode(), MOVE_MOUNT_F_EMPTY_PATH)
                 code = 0 if moved == 0 else 1

@@ -145,7 +145,10 @@ char_devices:
       type: str
   sample: [{major: 10, name: misc}, {major: 195, name: nvidia}, {major: 238, name: nvidia-uvm}]
 gpu_indexes:
-  description: The indexes N of the node's GPU nodes C(/dev/nvidiaN), sorted (empty without O(gpus)).
+  description:
+    - The node's GPUs by the minor N of their C(/dev/nvidiaN), sorted (empty without O(gpus)). Read from the
+      driver (C(Device Minor) in C(gpus/*/information) next to O(driver_version_file)), so GPUs whose node is
+      missing (after a reboot) are counted; from the C(/dev/nvidiaN) nodes when the driver lists none.
   returned: always
   type: list
   elements: int
@@ -226,6 +229,7 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nv
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
 SMI_GPU = re.compile(r"GPU [0-9]+:")
+DEVICE_MINOR = re.compile(r"^Device Minor:\s*([0-9]+)", re.M)
 DEFAULT_PVEVERSION = "/usr/bin/pveversion"
 PROC_DEVICES = "/proc/devices"
 # pve-manager's bin/pveversion print_status: "<package>: <version>[ (running kernel|version: ...)]"
@@ -270,7 +274,19 @@ def char_devices(path=None):
     return found
 
 
-def gpu_indexes(nodes):
+def gpu_indexes(nodes, driver_version_file):
+    """The GPUs' minors as the driver lists them (/proc/driver/nvidia/gpus/<pci>/information), else the nodes'."""
+    minors = set()
+    for info in glob.glob(os.path.join(os.path.dirname(driver_version_file), "gpus", "*", "information")):
+        try:
+            with open(info, encoding="utf-8", errors="replace") as handle:
+                match = DEVICE_MINOR.search(handle.read())
+        except OSError:
+            continue
+        if match:
+            minors.add(int(match.group(1)))
+    if minors:
+        return sorted(minors)
     return sorted(int(m.group(1)) for m in (GPU_NODE.search(n["path"]) for n in nodes) if m)
 
 
@@ -409,7 +425,7 @@ def main():
         status=status,
         template=probe.template() if status == "absent" else {},
         device_nodes=nodes,
-        gpu_indexes=gpu_indexes(nodes),
+        gpu_indexes=gpu_indexes(nodes, params["driver_version_file"]) if params["gpus"] else [],
         char_devices=char_devices() if params["gpus"] else [],
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},

@@ -2,6 +2,7 @@
 (its /proc/driver/nvidia/version and device numbers) and a recorder for the pct/pvesm/systemctl calls."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -213,3 +214,18 @@ def test_the_character_majors_drivers_hold_now(node, tmp_path, monkeypatch):
     ]  # fmt: skip
     ok, result = run(container=False, gpus=False)
     assert ok and result["char_devices"] == []
+
+
+def test_the_gpus_the_driver_lists_count_when_their_nodes_are_gone(node, tmp_path):
+    """After a reboot /dev/nvidiaN may be missing: the driver's gpus/<pci>/information (recorded on the H200)
+    still names each GPU's minor."""
+    proc = tmp_path / "nvidia"
+    shutil.copytree(H200 / "proc-driver-nvidia-gpus", proc / "gpus")
+    shutil.copy(H200 / "proc-driver-nvidia-version.txt", proc / "version")
+    (proc / "gpus/0000:00:07.0").mkdir()
+    info = (H200 / "proc-driver-nvidia-gpus/0000:00:06.0/information").read_text()
+    (proc / "gpus/0000:00:07.0/information").write_text(info.replace("Device Minor: \t 0", "Device Minor: \t 3"))
+    (node["dev"] / "nvidia0").unlink()
+    ok, result = run(container=False, driver_version_file=str(proc / "version"))
+    assert ok and result["gpu_indexes"] == [0, 3]
+    assert "/dev/nvidia0" not in [n["path"].rsplit("/dev", 1)[1] for n in result["device_nodes"]]

@@ -4,6 +4,7 @@ idempotence, drift repaired, a node reboot, and bad input refused before any cha
 Runs against its own CT (ct920, vmid 920) so that it can break things by hand.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -200,15 +201,32 @@ def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
     assert proc.returncode == 0 and "features: nesting=1\n" in conf_text(VMID)
 
 
-@pytest.fixture(params=["8", "9"], ids=["pve8", "pve9"])
-def pve_release(request):
-    """The lab node answers `pveversion -v` as Proxmox VE 8 (pve-container 5.3.5) or 9 (6.1.10), and its pct
-    hot-plugs as that release does (the lab setting GPULXC_LAB_PVE, stored by lab/setup)."""
+@contextlib.contextmanager
+def lab_pve(release):
+    """The lab node answers `pveversion -v` as that Proxmox VE release (9: pve-container 6.1.10, 8: 5.3.5, 8.1:
+    5.0.6), and its pct hot-plugs as that release does (the lab setting GPULXC_LAB_PVE, stored by lab/setup)."""
     setting = Path("/var/lib/gpulxc-lab/pve")
     before = setting.read_text() if setting.exists() else "9\n"
-    setting.write_text(request.param + "\n")
-    yield request.param
-    setting.write_text(before)
+    setting.write_text(release + "\n")
+    try:
+        yield release
+    finally:
+        setting.write_text(before)
+
+
+@pytest.fixture(params=["8", "9"], ids=["pve8", "pve9"])
+def pve_release(request):
+    with lab_pve(request.param):
+        yield request.param
+
+
+def test_a_node_without_devn_is_refused_naming_its_version(inventory):
+    with lab_pve("8.1"):
+        proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT}))
+    assert proc.returncode != 0 and changed == 0
+    assert ("lab-pve runs Proxmox VE 8.1.3 with pve-container 5.0.6, which has no devN passthrough"
+            in " ".join(proc.stdout.split())), proc.stdout[-3000:]  # fmt: skip
+    assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
 
 
 def smi_gpus():

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from . import config as pveconf
+from . import hotplug as hotplug_rules
 from . import lxc, schema
 from .config import ConfigError
 
@@ -211,14 +212,7 @@ def check_config_values(options: dict[str, str]) -> dict[str, str]:
 
 
 def hotplug_allowed(key: str, conf: dict) -> bool:
-    idx = schema.indexed_key(key)
-    if key in schema.HOTPLUG_FAST or key in ("cpulimit", "cpuunits", "memory", "swap"):
-        return True
-    if idx and idx[0] == "net":
-        return True
-    # A new device is hot-plugged; a changed one stays pending ("don't try to hotplug over existing dev").
-    # Lab deviation: Proxmox hot-plugs a new mpN too; the lab keeps it pending until the next start.
-    return bool(idx and idx[0] == "dev" and key not in conf["main"]["keys"])
+    return hotplug_rules.hotplug_allowed(key, conf)  # per the node's pve-container version (PVE 8 or 9)
 
 
 def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
@@ -311,6 +305,8 @@ def hotplug(vmid: int, key: str, value: str) -> None:
         return
     elif idx and idx[0] == "dev":
         lxc.hotplug_device(vmid, key, value)
+    elif idx and idx[0] == "mp":
+        hotplug_rules.hotplug_mp(vmid, value)
 
 
 def translate_memory() -> str:

@@ -86,6 +86,13 @@ options:
     description: Directory of the container configs on the node.
     type: path
     default: /etc/pve/lxc
+  pve_container_version:
+    description:
+      - The node's pve-container version (C(pve.container) of M(gpulxc.sglang.pct_info)), for check mode's
+        prediction of what a running container takes at once. A new C(devN) is hot-plugged only from
+        pve-container 6.0.4 (Proxmox VE 9), a new C(mpN) on 8 and 9; empty means the newest rules.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -166,6 +173,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -332,8 +340,9 @@ class PctConfig:
         pending = sorted({k for k in conf["pending"] if k != "delete"} | set(pctconf.pending_deletes(conf)))
         if self.module.check_mode and running:
             # predicted: what Proxmox would not hot-plug stays pending
-            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf)}
-                             | {k for k in self.result["deleted"] if not hotpluggable(k, conf)})  # fmt: skip
+            version = self.params["pve_container_version"]
+            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf, version)}
+                             | {k for k in self.result["deleted"] if not hot_deletable(k)})  # fmt: skip
         raw_changed = bool(self.result["lxc_added"] or self.result["lxc_removed"])
         self.result.update(config=conf["main"], pending=pending, running=running,
                            restart_required=running and bool(pending or raw_changed))  # fmt: skip
@@ -346,10 +355,22 @@ HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hooksc
            "cpulimit", "cpuunits", "memory", "swap"}  # fmt: skip
 
 
-def hotpluggable(key, conf):
-    """What Proxmox applies to a running container at once (pve-container vmconfig_hotplug_pending)."""
+DEVICE_HOTPLUG_SINCE = (6, 0, 4)  # pve-container 6.0.4 (PVE 9): "implement device hotplug"
+
+
+def hotpluggable(key, conf, version=""):
+    """What Proxmox applies to a running container at once (pve-container vmconfig_hotplug_pending): a new
+    mpN on PVE 8 and 9, a new devN only from pve-container 6.0.4 (an empty version: the newest rules)."""
     fam = pctconf.family(key)
-    return key in HOTPLUG or fam == "net" or (fam == "dev" and key not in conf["main"])
+    new = key not in conf["main"]
+    numbers = tuple(int(part) for part in re.findall(r"[0-9]+", version or ""))
+    new_device_hot = not numbers or numbers >= DEVICE_HOTPLUG_SINCE
+    return key in HOTPLUG or fam == "net" or (fam == "mp" and new) or (fam == "dev" and new and new_device_hot)
+
+
+def hot_deletable(key):
+    """A delete Proxmox applies to a running container at once: fast-plug keys, swap, cpu limits, net<digit>."""
+    return (key in HOTPLUG - {"memory"}) or re.fullmatch(r"net[0-9]|unused[0-9]+", key) is not None
 
 
 def main():
@@ -364,6 +385,7 @@ def main():
             "lxc_exclusive": {"type": "list", "elements": "str", "default": []},
             "config_dir": {"type": "path", "default": "/etc/pve/lxc"},
             "pct": {"type": "path", "default": "/usr/sbin/pct"},
+            "pve_container_version": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )

@@ -172,6 +172,18 @@ def test_set_on_running_ct_hotplugs_or_keeps_pending(ct):
     ]
 
 
+def test_a_new_bind_mount_is_hot_plugged_a_changed_one_waits(ct, tmp_path):
+    """PVE 8 and 9 hot-plug a new bind mpN into a running CT (lab/pve/hotplug.py); a changed one stays pending."""
+    (tmp_path / "hot.txt").write_text("hot\n")
+    pct("set", VMID, "--mp1", f"{tmp_path},mp=/hot,ro=1")
+    assert f"mp1: {tmp_path},mp=/hot,ro=1" in pct("config", VMID, "--current").stdout
+    assert in_ct("cat", "/hot/hot.txt").stdout == "hot\n"
+    assert in_ct("touch", "/hot/x", check=False).returncode != 0  # ro=1
+    pct("set", VMID, "--mp1", f"{tmp_path},mp=/elsewhere")
+    assert f"new mp1: {tmp_path},mp=/elsewhere" in pct("pending", VMID).stdout
+    pct("set", VMID, "--revert", "mp1")
+
+
 def test_refusals_on_set(ct):
     pct_fails("set", VMID, "--unprivileged", "1", message="unable to modify read-only option: 'unprivileged'")
     pct_fails("set", VMID, "--delete", "memory", message="unable to delete required option 'memory'")

@@ -295,5 +295,17 @@ def test_documentation_renders():
     # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
-                                   "lxc_exclusive", "config_dir", "pct"}  # fmt: skip
+                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))
+
+
+@pytest.mark.parametrize(("version", "dev_pending"), [("5.3.5", True), ("6.1.10", False), ("", False)])
+def test_check_mode_predicts_hotplug_per_pve_version(pve, version, dev_pending):
+    """A new devN is hot-plugged only from pve-container 6.0.4 (PVE 9); a new bind mpN on 8 and 9."""
+    install(pve, "200-converged.conf")
+    want = {**WANT, "features": "nesting=1", "dev2": "/dev/nvidia1,mode=0666", "mp0": "/srv/models,mp=/mnt/models"}
+    kind, result = run(pve, check=True, config=want, lxc=[SHM], pve_container_version=version)
+    assert kind is Exit and result["changed"] is True
+    assert set(result["set"]) == {"dev2", "mp0"}
+    assert result["pending"] == (["dev2"] if dev_pending else [])
+    assert result["restart_required"] is dev_pending

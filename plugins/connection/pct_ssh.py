@@ -524,7 +524,7 @@ def _freeze_inherited_objects():
 
 
 _freeze_inherited_objects()
-option_definitions.register("connection", __name__, DOCUMENTATION, __file__)  # GPULXC_AB_REGISTER
+option_definitions.register("connection", __name__, DOCUMENTATION, __file__)
 
 # The ansible-core minors the preload is tested with: it runs modules on private parts of their payload.
 PRELOAD_CORE_VERSIONS = ("2.19",)

@@ -18,7 +18,7 @@ description:
     driver's version from O(driver_version_file), and the character device majors drivers hold now
     (C(/proc/devices); nvidia-uvm's and nvidia-caps' are dynamic).
   - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
-  - With O(pve), the node's Proxmox VE release from C(pveversion -v): the version of C(pve-manager) and of
+  - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
     applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
   - With O(container) and the container running, one C(pct exec) reads inside it the boot state

@@ -801,7 +801,7 @@ class Connection(SSHConnection):
             raise AnsibleError("%s: pct: %s" % (what, "; ".join(noise)))
         sizes = {}
         for line in to_text(stdout).splitlines():
-            key, _, value = line.partition("=")
+            key, _sep, value = line.partition("=")
             if value.strip().isdigit():
                 sizes[key] = int(value)
         return sizes

@@ -268,7 +268,7 @@ def char_devices(path=None):
         return found
     section = text.split("Character devices:", 1)[1].split("\n\n", 1)[0] if "Character devices:" in text else ""
     for line in section.splitlines():
-        major, _, name = line.strip().partition(" ")
+        major, _sep, name = line.strip().partition(" ")
         if major.isdigit():
             found.append({"major": int(major), "name": name.strip()})
     return found

@@ -3,7 +3,8 @@
 Lab stand-in (test infrastructure), modelled on pve-container's src/PVE/CLI/pct.pm and
 PVE::LXC::Config. It keeps /etc/pve/nodes/<node>/lxc/<vmid>.conf in Proxmox's format, applies
 changes to a running CT the way Proxmox does (hot-pluggable now, the rest in [pve:pending]) and
-refuses what Proxmox refuses, with its messages. Errors go to stderr with exit code 255.
+refuses what Proxmox refuses, with its messages. Errors go to stderr; the exit code is the one real
+pct gives (see PctError).
 """
 
 from __future__ import annotations
@@ -16,20 +17,44 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from . import config as pveconf
+from . import hotplug as hotplug_rules
 from . import lxc, schema
 from .config import ConfigError
 
 PVE_DIR = Path("/etc/pve")
 STORAGE_DIR = Path("/var/lib/vz")
 LOCK_DIR = Path("/run/lock/lxc")
-EXIT_ERROR = 255
+LOCK_TIMEOUT = 10  # PVE::AbstractConfig lock_config: lock_config_full($vmid, 10, ...)
+# Perl's die exits with $! when it is set, else ($? >> 8), else 255. pct's refusals are dies that are
+# never caught (run_cli_handler), so they exit with whatever errno is left: ENOENT (2) for
+# get_device_mode_and_rdev's "Device ... does not exist" (it dies right after the failed stat) and,
+# taken here for every other refusal, the errno module loading leaves. A task (create, start, stop,
+# shutdown, reboot, destroy) that fails in its worker exits through $upid_exit: exit(-1) = 255, as does
+# the CLI's usage abort.
+EXIT_DIE = 2
+EXIT_TASK = 255
+# The environment pct exec gives lxc-attach: run_cli_handler sets PATH, clean_environment drops these.
+EXEC_PATH = "/sbin:/bin:/usr/sbin:/usr/bin"
+EXEC_UNSET = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 class PctError(Exception):
-    """An error pct prints to stderr before exiting with 255."""
+    """A refusal pct prints to stderr before exiting with `code` (a die: EXIT_DIE; a task: EXIT_TASK)."""
+
+    def __init__(self, message: str, code: int = EXIT_DIE):
+        super().__init__(message)
+        self.code = code
+
+
+class TaskError(PctError):
+    """A failure inside a task's worker (printed as TASK ERROR's text, exit 255)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_TASK)
 
 
 def nodename() -> str:
@@ -44,12 +69,40 @@ def conf_path(vmid: int) -> Path:
     return PVE_DIR / conf_rel(vmid)
 
 
+def lock_path(vmid: int) -> Path:
+    return LOCK_DIR / f"pve-config-{vmid}.lock"
+
+
 @contextlib.contextmanager
-def config_lock(vmid: int):
+def config_lock(vmid: int, timeout: float = LOCK_TIMEOUT):
+    """PVE::Tools::lock_file_full: open the lock file for append, flock it exclusively (trying again for
+    `timeout` seconds, saying so on stderr), run the code, unlock."""
     LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOCK_DIR / f"pve-config-{vmid}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    path = lock_path(vmid)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sys.stderr.write("trying to acquire lock...\n")
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        sys.stderr.write(" failed\n")
+                        raise PctError(f"can't lock file '{path}' - got timeout") from None
+                    time.sleep(0.05)
+            sys.stderr.write(" OK\n")
         yield
+
+
+def check_lock(conf: dict) -> None:
+    """PVE::AbstractConfig check_lock."""
+    lock = conf["main"]["keys"].get("lock")
+    if lock:
+        raise PctError(f"CT is locked ({lock})")
 
 
 def load(vmid: int) -> dict:
@@ -60,9 +113,18 @@ def load(vmid: int) -> dict:
 
 
 def save(vmid: int, conf: dict) -> None:
-    # A plain write, as pmxcfs allows no rename-over or chmod.
-    with open(conf_path(vmid), "w") as handle:
-        handle.write(pveconf.write(conf))
+    """Write the config as PVE::Cluster cfs_write_file does (PVE::File::file_set_contents): into
+    <file>.tmp.<pid> in the same directory, renamed over the config (no chmod: pmxcfs refuses it).
+    Only ever called under config_lock (the caller holds it)."""
+    path = conf_path(vmid)
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(temporary, "w") as handle:
+            handle.write(pveconf.write(conf))
+        os.rename(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
 
 
 # --- option parsing (PVE::JSONSchema get_options: Getopt::Long, prefix -- or -) ----------------
@@ -91,18 +153,25 @@ def parse_options(args: list[str], allowed: dict[str, str], command: str) -> tup
                 raise PctError(f"400 unable to parse option\npct {command} <vmid> [OPTIONS]")
             if value is None:
                 if kind == "bool":
-                    nxt = args[i + 1].lower() if i + 1 < len(args) else ""
-                    if nxt in schema.BOOL_TRUE | schema.BOOL_FALSE:
-                        value = args[i + 1]
+                    # Getopt `name:s`: the next argument is the value unless it looks like an option
+                    nxt = args[i + 1] if i + 1 < len(args) else None
+                    if nxt is not None and not (nxt.startswith("-") and len(nxt) > 1):
+                        value = nxt
                         i += 1
                     else:
-                        value = "1"
+                        value = ""
                 else:
                     if i + 1 >= len(args):
                         sys.stderr.write(f"Option {name} requires an argument\n")
                         raise PctError(f"400 unable to parse option\npct {command} <vmid> [OPTIONS]")
                     value = args[i + 1]
                     i += 1
+            if kind == "bool":
+                # get_options: '' is 1, else parse_boolean or "unable to parse boolean option"
+                parsed = "1" if value == "" else schema.parse_boolean(value)
+                if parsed is None:
+                    raise PctError(f"400 unable to parse boolean option\npct {command} <vmid> [OPTIONS]")
+                value = parsed
             if name in options and name != "delete":
                 raise PctError(f"400 Parameter verification failed.\n{name}: duplicate option")
             options[name] = value
@@ -143,14 +212,7 @@ def check_config_values(options: dict[str, str]) -> dict[str, str]:
 
 
 def hotplug_allowed(key: str, conf: dict) -> bool:
-    idx = schema.indexed_key(key)
-    if key in schema.HOTPLUG_FAST or key in ("cpulimit", "cpuunits", "memory", "swap"):
-        return True
-    if idx and idx[0] == "net":
-        return True
-    # A new device is hot-plugged; a changed one stays pending ("don't try to hotplug over existing dev").
-    # Lab deviation: Proxmox hot-plugs a new mpN too; the lab keeps it pending until the next start.
-    return bool(idx and idx[0] == "dev" and key not in conf["main"]["keys"])
+    return hotplug_rules.hotplug_allowed(key, conf)  # per the node's pve-container version (PVE 8 or 9)
 
 
 def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
@@ -162,7 +224,7 @@ def apply_pending(conf: dict, selection: set[str] | None = None) -> None:
             main.pop(key, None)
     set_pending_delete(pending, [k for k in deletes if selection is not None and k not in selection])
     for key in [k for k in pending if k != "delete" and (selection is None or k in selection)]:
-        main[key] = pending.pop(key)
+        main[key] = schema.canonical(key, pending.pop(key))
 
 
 def split_list(value: str) -> list[str]:
@@ -228,7 +290,7 @@ def update_config(vmid: int, conf: dict, values: dict[str, str], delete: list[st
         except ConfigError as exc:
             errors.append(f"{key}: unable to hotplug {key}: {exc}")
             continue
-        main[key] = pending.pop(key)
+        main[key] = schema.canonical(key, pending.pop(key))
     if errors:
         raise PctError("400 Parameter verification failed.\n" + "\n".join(errors) + "\npct set <vmid> [OPTIONS]")
 
@@ -243,6 +305,8 @@ def hotplug(vmid: int, key: str, value: str) -> None:
         return
     elif idx and idx[0] == "dev":
         lxc.hotplug_device(vmid, key, value)
+    elif idx and idx[0] == "mp":
+        hotplug_rules.hotplug_mp(vmid, value)
 
 
 def translate_memory() -> str:
@@ -320,7 +384,8 @@ def cmd_create(args: list[str]) -> None:
                 capture_output=True,
             )
             keys = {"arch": "amd64", "hostname": f"CT{vmid}", "memory": "512", "swap": "512"}
-            keys.update(values)
+            # create_vm sets the options through update_pct_config + vmconfig_apply_pending: written as applied
+            keys.update({key: schema.canonical(key, value) for key, value in values.items()})
             keys["rootfs"] = pveconf.print_property_string({"volume": f"local:{name}", **spec}, "volume")
             keys["ostype"] = values.get("ostype") or detect_ostype(target)
             setup_rootfs(target, keys["hostname"])
@@ -363,8 +428,21 @@ def cmd_set(args: list[str]) -> None:
         raise PctError("no options specified")
     with config_lock(vmid):
         conf = load(vmid)
+        check_lock(conf)
         update_config(vmid, conf, values, delete, revert)
         save(vmid, conf)
+        # update_lxc_config after the write: every devN's node is stat-ed, a missing one fails the call
+        check_devices(load(vmid))
+
+
+def check_devices(conf: dict) -> None:
+    """update_lxc_config's foreach_passthrough_device: get_device_mode_and_rdev for each devN."""
+    keys = conf["main"]["keys"]
+    for key in sorted(k for k in keys if (schema.indexed_key(k) or ("",))[0] == "dev"):
+        dev = schema.parse_property_string(schema.DEV_DESC, keys[key])
+        if "path" not in dev:
+            raise PctError(f"Path is not defined for passthrough device {key}")
+        schema.device_rdev(dev["path"])
 
 
 def cmd_config(args: list[str]) -> None:
@@ -407,6 +485,11 @@ def start(vmid: int) -> None:
         conf = load(vmid)
         if lxc.state(vmid) == "running":
             raise PctError(f"CT {vmid} already running")
+        # vm_start's worker: check_lock, then the pending changes are applied
+        try:
+            check_lock(conf)
+        except PctError as exc:
+            raise TaskError(str(exc)) from None
         if not pveconf.is_empty(conf["pending"]):
             apply_pending(conf)
             save(vmid, conf)
@@ -422,7 +505,7 @@ def start(vmid: int) -> None:
         waited = subprocess.run(["lxc-wait", "-n", str(vmid), "-s", "RUNNING", "-t", "10"], check=False)
         if proc.returncode != 0 or waited.returncode != 0:
             tail = log.read_text()[-2000:] if log.exists() else proc.stderr
-            raise PctError(f"startup for container '{vmid}' failed\n{tail}")
+            raise TaskError(f"startup for container '{vmid}' failed\n{tail}")
 
 
 def stop(vmid: int, timeout: int | None) -> None:
@@ -434,7 +517,7 @@ def stop(vmid: int, timeout: int | None) -> None:
         ["lxc-stop", "-n", str(vmid), "--timeout", str(timeout)], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0 and lxc.state(vmid) == "running":
-        raise PctError("container did not shutdown")
+        raise TaskError("container did not shutdown")
 
 
 def require_running(vmid: int, message: str) -> None:
@@ -507,16 +590,57 @@ def cmd_exec(args: list[str]) -> None:
     if lxc.state(vmid) != "running":
         raise PctError(f"container '{vmid}' not running!")
     if not command:
-        raise PctError("missing command")
+        # die without a newline: Perl appends where
+        raise PctError(f"missing command at /usr/share/perl5/PVE/CLI/pct.pm line {PCT_PM_LINES['missing']}.")
+    os.execvpe("lxc-attach", exec_argv(vmid, options, command), exec_environment(os.environ))
+
+
+def exec_argv(vmid: int, options: dict[str, str], command: list[str]) -> list[str]:
     env_flag = "--keep-env" if options.get("keep-env", "1") == "1" else "--clear-env"
-    os.execvp("lxc-attach", ["lxc-attach", "-n", str(vmid), env_flag, "--", *command])
+    return ["lxc-attach", "-n", str(vmid), env_flag, "--", *command]
+
+
+def exec_environment(environ) -> dict[str, str]:
+    """What the command in the CT gets with --keep-env: pct's own environment (PATH reset by
+    run_cli_handler, SSL_CERT_* deleted by clean_environment), then the CT config's
+    lxc.environment = TERM=linux (update_lxc_config), which lxc-attach applies over it."""
+    env = {k: v for k, v in environ.items() if k not in EXEC_UNSET}
+    env["PATH"] = EXEC_PATH
+    env["TERM"] = "linux"
+    return env
+
+
+# Lines of pct.pm (pve-container 6.1.10) whose die has no newline, so Perl appends " at FILE line N."
+PCT_PM_LINES = {"missing": 241, "pull": 659}
 
 
 def transfer_options(options: dict[str, str]) -> tuple[str, str, str | None]:
     perms = options.get("perms")
     if perms is not None:
-        perms = format(int(perms, 16), "o") if perms.startswith("0x") else perms
+        # "assume octal as default": 0 prefixed, then strtoul with base 0 (0x hex, 0 octal)
+        text = perms if perms.startswith("0") else "0" + perms
+        try:
+            perms = format(int(text, 16) if text.startswith("0x") else int(text, 8), "o")
+        except ValueError:
+            raise PctError(f"invalid mode: '{text}'") from None
     return options.get("user", "root"), options.get("group", options.get("user", "root")), perms
+
+
+# The worker's steps inside the CT: create_file (exit 2: ENOENT, 21: EISDIR, 13: other), then the copy,
+# whose result pct never checks (File::Copy::copy's return value is ignored).
+PUSH_SCRIPT = (
+    'd=$(dirname -- "$1"); [ -d "$d" ] || exit 2; [ -d "$1" ] && exit 21; '
+    'exec 3>"$1" 2>/dev/null || exit 13; chown "$2:$3" "$1" 2>/dev/null || exit 14; '
+    'if [ -n "$4" ]; then chmod "$4" "$1"; fi; cat >&3; exit 0'
+)
+PULL_SCRIPT = '[ -e "$1" ] || exit 2; exec 3<"$1" 2>/dev/null || exit 13; cat <&3; exit 0'
+STRERROR = {2: "No such file or directory", 21: "Is a directory", 13: "Permission denied"}
+
+
+def worker_error(message: str) -> None:
+    """fork_worker in the CLI: a worker's die is printed on stderr (TASK ERROR's text); push and pull
+    have no $upid_exit, so pct still exits 0."""
+    sys.stderr.write(message + "\n")
 
 
 def cmd_push(args: list[str]) -> None:
@@ -526,34 +650,42 @@ def cmd_push(args: list[str]) -> None:
     if len(positional) != 2:
         raise PctError("400 not enough arguments\npct push <vmid> <file> <destination> [OPTIONS]")
     source, dest = positional
-    require_running(vmid, "can only push files to a running CT")
-    if not os.path.isfile(source):
-        raise PctError(f"failed to open {source} for reading")
     user, group, perms = transfer_options(options)
-    script = 'cat > "$1" && chown "$2:$3" "$1"' + (' && chmod "$4" "$1"' if perms else "")
-    with open(source, "rb") as handle:
-        proc = subprocess.run(
-            [
-                "lxc-attach",
-                "-n",
-                str(vmid),
-                "--clear-env",
-                "--",
-                "/bin/sh",
-                "-c",
-                script,
-                "sh",
-                dest,
-                user,
-                group,
-                perms or "",
-            ],
-            stdin=handle,
-            capture_output=True,
-            check=False,
-        )
-    if proc.returncode != 0:
-        raise PctError(f"failed to create file: {dest}: {proc.stderr.decode(errors='replace').strip()}")
+    with config_lock(vmid):
+        if lxc.state(vmid) != "running":
+            raise PctError("can only push files to a running CT")
+        load(vmid)
+        # the worker (exit 0 whatever happens in it)
+        try:
+            handle = open(source, "rb")  # noqa: SIM115
+        except OSError:
+            worker_error(f"failed to open {source} for reading")
+            return
+        with handle:
+            proc = subprocess.run(
+                [
+                    "lxc-attach",
+                    "-n",
+                    str(vmid),
+                    "--clear-env",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    PUSH_SCRIPT,
+                    "sh",
+                    dest,
+                    user,
+                    group,
+                    perms or "",
+                ],
+                stdin=handle,
+                capture_output=True,
+                check=False,
+            )
+        if proc.returncode == 14:
+            worker_error("failed to change file owner: Operation not permitted")
+        elif proc.returncode:
+            worker_error(f"failed to create file: {dest}: {STRERROR.get(proc.returncode, STRERROR[13])}")
 
 
 def cmd_pull(args: list[str]) -> None:
@@ -563,21 +695,34 @@ def cmd_pull(args: list[str]) -> None:
     if len(positional) != 2:
         raise PctError("400 not enough arguments\npct pull <vmid> <path> <destination> [OPTIONS]")
     source, dest = positional
-    require_running(vmid, "can only pull files from a running VM")
     user, group, perms = transfer_options(options)
-    with open(dest, "wb") as handle:
-        proc = subprocess.run(
-            ["lxc-attach", "-n", str(vmid), "--clear-env", "--", "cat", source],
-            stdout=handle,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-    if proc.returncode != 0:
-        os.unlink(dest)
-        raise PctError(f"failed to open {source} for reading")
-    shutil.chown(dest, user, group)
-    if perms:
-        os.chmod(dest, int(perms, 8))
+    with config_lock(vmid):
+        if lxc.state(vmid) != "running":
+            raise PctError(
+                f"can only pull files from a running VM at /usr/share/perl5/PVE/CLI/pct.pm line {PCT_PM_LINES['pull']}."
+            )
+        # the worker: create_file on the node first (left behind, empty, when the source cannot be read)
+        try:
+            handle = open(dest, "wb")  # noqa: SIM115
+        except OSError as exc:
+            worker_error(f"failed to create file: {dest}: {exc.strerror}")
+            return
+        with handle:
+            try:
+                shutil.chown(dest, user, group)
+            except (LookupError, OSError):
+                worker_error(f"failed to get uid for: {user}")
+                return
+            if perms:
+                os.chmod(dest, int(perms, 8))
+            proc = subprocess.run(
+                ["lxc-attach", "-n", str(vmid), "--clear-env", "--", "/bin/sh", "-c", PULL_SCRIPT, "sh", source],
+                stdout=handle,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+        if proc.returncode in STRERROR:
+            worker_error(f"failed to open {source}: {STRERROR[proc.returncode]}")
 
 
 def cmd_destroy(args: list[str]) -> None:
@@ -590,6 +735,7 @@ def cmd_destroy(args: list[str]) -> None:
             if options.get("force") != "1":
                 raise PctError(f"unable to destroy CT {vmid} - container is running")
             stop(vmid, None)
+        check_lock(conf)
         keys = conf["main"]["keys"]
         if keys.get("protection") == "1":
             raise PctError("can't remove CT - protection mode enabled")
@@ -609,16 +755,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if os.geteuid() != 0:
         sys.stderr.write("please run as root\n")
-        return EXIT_ERROR
+        return EXIT_TASK
     if not argv or argv[0] not in COMMANDS:
         sys.stderr.write(
             f"ERROR: unknown command 'pct {' '.join(argv[:1])}'\n"
             f"USAGE: pct <COMMAND> [ARGS] [OPTIONS]\n  commands: {', '.join(sorted(COMMANDS))}\n"
         )
-        return EXIT_ERROR
+        return EXIT_TASK
     try:
         COMMANDS[argv[0]](argv[1:])
-    except (PctError, ConfigError) as exc:
+    except PctError as exc:
         sys.stderr.write(f"{exc}\n")
-        return EXIT_ERROR
+        return exc.code
+    except ConfigError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_DIE
     return 0

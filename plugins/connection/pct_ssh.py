@@ -495,6 +495,7 @@ import gc
 import hashlib
 import multiprocessing
 import os
+import re
 import shlex
 import uuid
 
@@ -523,26 +524,35 @@ def _freeze_inherited_objects():
 
 
 _freeze_inherited_objects()
-option_definitions.register("connection", __name__, DOCUMENTATION, __file__)  # GPULXC_AB_REGISTER
+option_definitions.register("connection", __name__, DOCUMENTATION, __file__)
 
 # The ansible-core minors the preload is tested with: it runs modules on private parts of their payload.
 PRELOAD_CORE_VERSIONS = ("2.19",)
 
-# What pct prints when the container cannot take the command, and what the user should do.
+# What pct prints when the container cannot take the command (patterns of pct's own messages, for the
+# vmid at hand, so a command's output is never taken for one), and what the user should do. pct's
+# refusals are Perl dies: they exit with whatever errno is left (often 2), not always 255.
 PCT_ERRORS = (
     (
-        "not running!",
+        r"container '{vmid}' not running!",
         "CT {vmid} is not running on {host}: start it (pct start {vmid}) or run the "
         "gpulxc.sglang.pct_container role first",
     ),
-    ("can only push files to a running CT", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
-    ("can only pull files from a running VM", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
+    (r"can only push files to a running CT", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
+    (r"can only pull files from a running VM", "CT {vmid} is not running on {host}: start it (pct start {vmid})"),
     (
-        "does not exist",
+        r"Configuration file 'nodes/[^/']+/lxc/{vmid}\.conf' does not exist",
         "CT {vmid} does not exist on {host} (pct: {detail}); check proxmox_vmid or create it "
         "with the gpulxc.sglang.pct_container role",
     ),
+    (
+        r"CT is locked \((?P<lock>[^)]+)\)",
+        "CT {vmid} on {host} is locked ({lock}: a backup, migration or snapshot holds it); wait for it to "
+        "finish, or clear a stale lock with pct unlock {vmid}",
+    ),
 )
+# What pct push/pull print on stderr that is not a failure (PVE::Tools::lock_file_full waiting).
+PCT_TRANSFER_NOISE = ("trying to acquire lock...", " OK", "")
 
 
 class Connection(SSHConnection):
@@ -570,8 +580,9 @@ class Connection(SSHConnection):
         )
 
     def _container_command(self, cmd):
-        """The node-side command that runs `cmd` (a shell command line) in the container's /bin/sh."""
-        return self._pct("exec", self.get_option("vmid"), "--", "/bin/sh", "-c", cmd)
+        """The node-side command that runs `cmd` (a shell command line) in the container's /bin/sh, with
+        the environment it needs set explicitly (pct exec's own policy differs between PVE releases)."""
+        return self._pct("exec", self.get_option("vmid"), "--", *pct_channel.CONTAINER_ENV, "/bin/sh", "-c", cmd)
 
     # -- errors ----------------------------------------------------------------------------------
 
@@ -591,11 +602,11 @@ class Connection(SSHConnection):
                 "%s on %s needs root: allow %s to run it without a password (sudoers: "
                 "%s ALL = (root) NOPASSWD: %s), or connect as root" % (pct, host, user, user, pct)
             )
-        if returncode != 255:
-            return None
-        for needle, message in PCT_ERRORS:
-            if needle in detail:
-                return message.format(vmid=self.get_option("vmid"), host=host, detail=detail)
+        vmid = self.get_option("vmid")
+        for pattern, message in PCT_ERRORS:
+            match = re.search(pattern.replace("{vmid}", re.escape(str(vmid))), detail)
+            if match:
+                return message.format(vmid=vmid, host=host, detail=detail, **match.groupdict())
         return None
 
     def _node_exec(self, cmd, in_data=None):
@@ -695,7 +706,7 @@ class Connection(SSHConnection):
         try:
             returncode, stdout, stderr = super().exec_command(wrapped, in_data=in_data, sudoable=sudoable)
         except AnsibleConnectionFailure as exc:
-            # ssh takes exit code 255 for its own failure; pct also exits 255 when it refuses.
+            # ssh takes exit code 255 for its own failure; pct's refusals can exit 255 too.
             explained = self._explain(exc.message)
             if explained:
                 raise AnsibleConnectionFailure(explained) from None
@@ -727,39 +738,77 @@ class Connection(SSHConnection):
             super()._file_transport_command(in_path, staged, "put")
         finally:
             self._node_level = False
-        return self._node_then_remove(
+        vmid = self.get_option("vmid")
+        sizes = self._node_transfer(
             staged,
-            self._pct("push", self.get_option("vmid"), "STAGED", out_path),
+            self._pct("push", vmid, "STAGED", out_path),
+            self._pct("exec", vmid, "--", "/usr/bin/stat", "-c", "%s", "--", out_path),
             "failed to transfer file to %s" % out_path,
         )
+        self._check_size("failed to transfer file to %s" % out_path, sizes.get("in"), size)
+        return 0, b"", b""
 
     def fetch_file(self, in_path, out_path):
         self.host = self.get_option("host") or self._play_context.remote_addr
         display.vvv("FETCH %s TO %s" % (in_path, out_path), host=self.host)
         staged = ".ansible-pct-%s" % uuid.uuid4().hex
-        pull = ["pull", self.get_option("vmid"), in_path, "STAGED"]
+        vmid = self.get_option("vmid")
+        pull = ["pull", vmid, in_path, "STAGED"]
         user = self.get_option("remote_user")
         if user not in (None, "root"):
             pull += ["--user", user]
-        self._node_then_remove(staged, self._pct(*pull), "failed to fetch %s" % in_path, remove=False)
-        self._node_level = True
         try:
-            return super()._file_transport_command(staged, out_path, "get")
+            sizes = self._node_transfer(
+                staged,
+                self._pct(*pull),
+                self._pct("exec", vmid, "--", "/usr/bin/stat", "-c", "%s", "--", in_path),
+                "failed to fetch %s" % in_path,
+                remove=False,
+            )
+            # fewer bytes than the source has (a file of /proc may read more than its size says)
+            if sizes.get("staged") is None or sizes.get("staged") < sizes.get("in", 0):
+                self._check_size("failed to fetch %s" % in_path, sizes.get("staged"), sizes.get("in"))
+            self._node_level = True
+            try:
+                return super()._file_transport_command(staged, out_path, "get")
+            finally:
+                self._node_level = False
         finally:
-            self._node_level = False
             self._node_exec('rm -f -- "$HOME"/%s' % staged)
 
-    def _node_then_remove(self, staged, command, what, remove=True):
-        """Run `command` on the node with STAGED as $HOME/<staged>; remove the staged file afterwards."""
-        command = command.replace("STAGED", '"$HOME"/%s' % staged)
+    def _node_transfer(self, staged, command, stat_in_ct, what, remove=True):
+        """Run pct push/pull (`command`, with STAGED as $HOME/<staged>) on the node, then read the size of
+        the file in the container and of the staged one. pct push/pull exit 0 and only print on stderr
+        when the copy fails in their worker (a missing source or directory, a short write): any stderr
+        but the lock wait, or sizes that differ, is a failure. Returns {'in': ..., 'staged': ...}."""
+        staged_path = '"$HOME"/%s' % staged
+        command = command.replace("STAGED", staged_path)
         script = "rc=0; %s || rc=$?" % command
+        script += "; if [ $rc -eq 0 ]; then printf 'in=%%s\\n' \"$(%s 2>/dev/null)\"" % stat_in_ct
+        script += "; printf 'staged=%%s\\n' \"$(stat -c %%s -- %s 2>/dev/null)\"; fi" % staged_path
         if remove:
-            script += '; rm -f -- "$HOME"/%s' % staged
+            script += "; rm -f -- %s" % staged_path
         script += "; [ $rc -eq 0 ] || exit 1"
         returncode, stdout, stderr = self._node_exec(script)
+        said = to_text(stderr).strip()
+        explained = self._explain(stderr, returncode) if returncode != 0 or said else None
+        if explained:
+            raise AnsibleConnectionFailure(explained)
         if returncode != 0:
-            explained = self._explain(stderr, 255)
-            if explained:
-                raise AnsibleConnectionFailure(explained)
-            raise AnsibleError("%s: %s" % (what, to_text(stderr).strip()))
-        return returncode, stdout, stderr
+            raise AnsibleError("%s: %s" % (what, said))
+        noise = [line for line in to_text(stderr).splitlines() if line not in PCT_TRANSFER_NOISE]
+        if noise:
+            raise AnsibleError("%s: pct: %s" % (what, "; ".join(noise)))
+        sizes = {}
+        for line in to_text(stdout).splitlines():
+            key, _sep, value = line.partition("=")
+            if value.strip().isdigit():
+                sizes[key] = int(value)
+        return sizes
+
+    def _check_size(self, what, got, expected):
+        if got != expected:
+            raise AnsibleError(
+                "%s: %s bytes arrived of %s (a short copy: is the file system full?)"
+                % (what, "no" if got is None else got, "unknown" if expected is None else expected)
+            )

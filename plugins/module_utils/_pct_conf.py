@@ -24,6 +24,16 @@ PROPERTY_KEYS = {
     "dev": ("path", ()),
 }
 BOOL_VALUES = {"1": "1", "yes": "1", "on": "1", "true": "1", "0": "0", "no": "0", "off": "0", "false": "0"}
+# Boolean sub-keys of each property string (pve-container Config.pm's format descriptions). Proxmox
+# accepts any of BOOL_VALUES' spellings and writes netN and mpN back with 1/0 (devN, features and
+# rootfs as sent): compared as booleans, whichever Proxmox kept.
+BOOL_SUBKEYS = {
+    "features": {"nesting", "keyctl", "fuse", "mknod", "force_rw_sys"},
+    "net": {"firewall", "link_down", "host-managed"},
+    "mp": {"acl", "ro", "quota", "replicate", "shared", "backup", "keepattrs"},
+    "rootfs": {"acl", "ro", "quota", "replicate", "shared"},
+    "dev": {"deny-write"},
+}
 
 
 class PctConfError(Exception):
@@ -53,6 +63,9 @@ def parse(text):
         match = KEY_RE.match(line)
         if not match:
             raise PctConfError("unable to parse config line: %s" % line)
+        if not match.group(2).strip():
+            # `features: ` (what `pct set --features ''` writes): no value, as Proxmox reads it
+            continue
         conf[section][match.group(1)] = match.group(2)
     return conf
 
@@ -97,12 +110,16 @@ def normalize(key, value):
     spec = PROPERTY_KEYS.get(family(key))
     if spec:
         parsed = parse_property_string(value, spec[0])
-        if family(key) == "features":
-            parsed = {k: BOOL_VALUES.get(str(v).lower(), v) for k, v in parsed.items()}
-        return parsed
+        bools = BOOL_SUBKEYS.get(family(key), set())
+        return {k: BOOL_VALUES.get(str(v).lower(), v) if k in bools else v for k, v in parsed.items()}
     if key in ("onboot", "protection", "unprivileged", "template", "console", "debug"):
         return BOOL_VALUES.get(str(value).lower(), str(value))
     return str(value)
+
+
+def is_empty(value):
+    """An empty setting (features from an empty list): Proxmox cannot hold it, so it means no key."""
+    return value is None or (isinstance(value, (str, list, dict)) and not value)
 
 
 def matches(key, desired, current):

@@ -15,9 +15,15 @@ description:
   - Property strings are compared parsed, so C(nesting=1) and C(nesting=true) match and Proxmox's
     generated C(hwaddr) in C(netN) is kept; a changed C(netN) is sent with its current MAC, so
     re-running never gives the container a new MAC address.
-  - Raw C(lxc.*) lines (which C(pct) and the API refuse) are written into the config file with a plain
-    write, because C(/etc/pve) is pmxcfs, where Ansible's atomic move (rename plus chmod) fails.
-    Only the main section's raw lines change; C([pve:pending]) and snapshot sections stay as they are.
+  - Raw C(lxc.*) lines (which C(pct) and the API refuse) are written into the config file as Proxmox
+    writes it, under its config lock (C(/run/lock/lxc/pve-config-<vmid>.lock), after C(pct set) has
+    released it). The config is read again inside the lock, written to a temporary file in the same
+    directory and renamed over it (C(/etc/pve) is pmxcfs, which refuses the chmod of Ansible's atomic
+    move but renames within a directory). Only the main section's raw lines change; C([pve:pending]) and
+    snapshot sections stay as they are.
+  - A container whose config has a C(lock) key (a backup, migration or snapshot in progress) is refused
+    before anything changes, naming the lock.
+  - An empty value (C(features) from an empty list) deletes the key, as Proxmox cannot hold an empty value.
   - On a running container Proxmox applies what it can hot-plug and keeps the rest pending until the
     next start; the module returns what is pending in RV(pending) and RV(restart_required). It never
     restarts the container itself.
@@ -80,6 +86,13 @@ options:
     description: Directory of the container configs on the node.
     type: path
     default: /etc/pve/lxc
+  pve_container_version:
+    description:
+      - The node's pve-container version (C(pve.container) of M(gpulxc.sglang.pct_info)), for check mode's
+        prediction of what a running container takes at once. A new C(devN) is hot-plugged only from
+        pve-container 6.0.4 (Proxmox VE 9), a new C(mpN) on 8 and 9; empty means the newest rules.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -156,7 +169,12 @@ config:
   type: dict
 """
 
+import contextlib
+import errno
+import fcntl
 import os
+import re
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils import _pct_conf as pctconf
@@ -196,16 +214,61 @@ class PctConfig:
         with open(self.path) as handle:
             return handle.read()
 
-    def write(self, text):
-        # A plain write: /etc/pve is pmxcfs, which refuses the chmod of an atomic move.
-        with open(self.path, "w") as handle:
-            handle.write(text)
+    def write_raw_lines(self, remove, add):
+        """Splice raw lines into the config under Proxmox's config lock (PVE::Tools::lock_file, 10 s), from
+        the config read again inside it, with a temporary file in the same directory renamed over the
+        config (PVE::File::file_set_contents: pmxcfs renames within a directory, refuses chmod)."""
+        with self.config_lock():
+            text = self.read()
+            self.refuse_locked(pctconf.parse(text))
+            new = pctconf.splice_raw_lines(text, remove, add)
+            temporary = "%s.tmp.%d" % (self.path, os.getpid())
+            try:
+                with open(temporary, "w") as out:
+                    out.write(new)
+                os.rename(temporary, self.path)
+            except OSError as exc:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+                self.module.fail_json(msg="writing %s: %s" % (self.path, exc))
+
+    @contextlib.contextmanager
+    def config_lock(self):
+        """PVE::Tools::lock_file on /run/lock/lxc/pve-config-<vmid>.lock: exclusive, 10 s, then Proxmox's
+        message. Held while the config is read or written here, never around a pct call (pct takes it)."""
+        os.makedirs(LOCK_DIR, exist_ok=True)
+        lock = os.path.join(LOCK_DIR, "pve-config-%d.lock" % self.vmid)
+        with open(lock, "a") as handle:
+            deadline = time.monotonic() + LOCK_TIMEOUT
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                        self.module.fail_json(msg="can't lock file '%s' - got timeout (CT %d's config is held by "
+                                              "another change)" % (lock, self.vmid))  # fmt: skip
+                    time.sleep(0.05)
+            yield
+
+    def read_locked(self):
+        """The config as one consistent read (None: no such CT): under the lock, as pct's own writes are."""
+        with self.config_lock():
+            return self.read() if os.path.exists(self.path) else None
+
+    def refuse_locked(self, conf):
+        lock = conf["main"].get("lock")
+        if lock:
+            self.module.fail_json(msg="CT %d is locked (%s): Proxmox refuses changes while it is (a backup, "
+                                  "migration or snapshot holds it); wait for it to finish, or clear a stale "
+                                  "lock with pct unlock %d" % (self.vmid, lock, self.vmid))  # fmt: skip
 
     def run(self):
-        if not os.path.exists(self.path):
+        text = self.read_locked()
+        if text is None:
             self.create()
         else:
-            self.update()
+            self.update(text)
         if not self.module.check_mode or not self.result["created"]:
             self.report()
         self.module.exit_json(**self.result)
@@ -214,8 +277,8 @@ class PctConfig:
         if not self.params["ostemplate"]:
             self.module.fail_json(msg="CT %d does not exist on this node (%s missing) and no ostemplate was given"
                                   % (self.vmid, self.path))  # fmt: skip
-        values = {k: pctconf.to_pct_value(k, v, None) for k, v in self.params["create_options"].items()}
-        values.update({k: pctconf.to_pct_value(k, v, None) for k, v in self.params["config"].items()})
+        asked = {**self.params["create_options"], **self.params["config"]}
+        values = {k: pctconf.to_pct_value(k, v, None) for k, v in asked.items() if not pctconf.is_empty(v)}
         self.result.update(changed=True, created=True, set=values, lxc_added=[": ".join(e) for e in self.desired_lxc])
         if self.module._diff:
             after = pctconf.render(values, self.desired_lxc)
@@ -224,18 +287,24 @@ class PctConfig:
             return
         self.pct("create", self.vmid, self.params["ostemplate"], *pct_args(values))
         if self.desired_lxc:
-            self.write(pctconf.splice_raw_lines(self.read(), [], self.desired_lxc))
+            self.write_raw_lines([], self.desired_lxc)
 
-    def update(self):
-        before_text = self.read()
+    def update(self, before_text):
         conf = pctconf.parse(before_text)
         current = pctconf.effective(conf)
         values = {}
+        emptied = set()
         for key, desired in self.params["config"].items():
-            if not pctconf.matches(key, desired, current.get(key)):
+            if pctconf.is_empty(desired):
+                # `key: ` is no config line Proxmox can read back: an empty value is no value
+                if key in current:
+                    emptied.add(key)
+            elif not pctconf.matches(key, desired, current.get(key)):
                 values[key] = pctconf.to_pct_value(key, desired, current.get(key))
         families = set(self.params["exclusive"])
-        deleted = sorted(k for k in current if pctconf.family(k) in families and k not in self.params["config"])
+        deleted = sorted(
+            emptied | {k for k in current if pctconf.family(k) in families and k not in self.params["config"]}
+        )
         remove, add = pctconf.plan_raw_lines(conf["lxc"], self.desired_lxc, self.params["lxc_exclusive"])
         after = dict(current)
         after.update(values)
@@ -249,7 +318,10 @@ class PctConfig:
         if self.module._diff:
             self.result["diff"] = {"before": pctconf.render(current, conf["lxc"]), "before_header": self.path,
                                    "after": pctconf.render(after, after_lxc), "after_header": self.path}  # fmt: skip
-        if not changed or self.module.check_mode:
+        if not changed:
+            return
+        self.refuse_locked(conf)
+        if self.module.check_mode:
             return
         if values or deleted:
             args = pct_args(values)
@@ -257,32 +329,48 @@ class PctConfig:
                 args += ["--delete", ",".join(deleted)]
             self.pct("set", self.vmid, *args)
         if remove or add:
-            self.write(pctconf.splice_raw_lines(self.read(), remove, add))
+            self.write_raw_lines(remove, add)
 
     def is_running(self):
         return self.pct("status", self.vmid).strip() == "status: running"
 
     def report(self):
-        conf = pctconf.parse(self.read())
+        conf = pctconf.parse(self.read_locked())
         running = self.is_running()
         pending = sorted({k for k in conf["pending"] if k != "delete"} | set(pctconf.pending_deletes(conf)))
         if self.module.check_mode and running:
             # predicted: what Proxmox would not hot-plug stays pending
-            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf)}
-                             | {k for k in self.result["deleted"] if not hotpluggable(k, conf)})  # fmt: skip
+            version = self.params["pve_container_version"]
+            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf, version)}
+                             | {k for k in self.result["deleted"] if not hot_deletable(k)})  # fmt: skip
         raw_changed = bool(self.result["lxc_added"] or self.result["lxc_removed"])
         self.result.update(config=conf["main"], pending=pending, running=running,
                            restart_required=running and bool(pending or raw_changed))  # fmt: skip
 
 
+LOCK_DIR = "/run/lock/lxc"
+LOCK_TIMEOUT = 10
+
 HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores", "tags", "lock",
            "cpulimit", "cpuunits", "memory", "swap"}  # fmt: skip
 
 
-def hotpluggable(key, conf):
-    """What Proxmox applies to a running container at once (pve-container vmconfig_hotplug_pending)."""
+DEVICE_HOTPLUG_SINCE = (6, 0, 4)  # pve-container 6.0.4 (PVE 9): "implement device hotplug"
+
+
+def hotpluggable(key, conf, version=""):
+    """What Proxmox applies to a running container at once (pve-container vmconfig_hotplug_pending): a new
+    mpN on PVE 8 and 9, a new devN only from pve-container 6.0.4 (an empty version: the newest rules)."""
     fam = pctconf.family(key)
-    return key in HOTPLUG or fam == "net" or (fam == "dev" and key not in conf["main"])
+    new = key not in conf["main"]
+    numbers = tuple(int(part) for part in re.findall(r"[0-9]+", version or ""))
+    new_device_hot = not numbers or numbers >= DEVICE_HOTPLUG_SINCE
+    return key in HOTPLUG or fam == "net" or (fam == "mp" and new) or (fam == "dev" and new and new_device_hot)
+
+
+def hot_deletable(key):
+    """A delete Proxmox applies to a running container at once: fast-plug keys, swap, cpu limits, net<digit>."""
+    return (key in HOTPLUG - {"memory"}) or re.fullmatch(r"net[0-9]|unused[0-9]+", key) is not None
 
 
 def main():
@@ -297,6 +385,7 @@ def main():
             "lxc_exclusive": {"type": "list", "elements": "str", "default": []},
             "config_dir": {"type": "path", "default": "/etc/pve/lxc"},
             "pct": {"type": "path", "default": "/usr/sbin/pct"},
+            "pve_container_version": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )

@@ -14,9 +14,13 @@ description:
     to the node instead of one per fact.
   - The container's status (C(pct status)); when it does not exist, whether its template is on the node
     (C(pvesm path) and the file).
-  - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)) and
-    its kernel driver's version from O(driver_version_file).
+  - With O(gpus), the node's NVIDIA character device nodes (C(/dev/nvidia*), C(/dev/nvidia-caps/*)), its kernel
+    driver's version from O(driver_version_file), and the character device majors drivers hold now
+    (C(/proc/devices); nvidia-uvm's and nvidia-caps' are dynamic).
   - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
+  - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
+    C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
+    applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
   - With O(container) and the container running, one C(pct exec) reads inside it the boot state
     (C(systemctl is-system-running)), the version of the NVIDIA userspace (C(libnvidia-ml.so.<version>))
     and the GPUs C(nvidia-smi -L) lists.
@@ -64,6 +68,14 @@ options:
     description: Path of C(pvesm) on the node.
     type: path
     default: /usr/sbin/pvesm
+  pve:
+    description: Read the node's Proxmox VE release (RV(pve)) with O(pveversion).
+    type: bool
+    default: true
+  pveversion:
+    description: Path of C(pveversion) on the node.
+    type: path
+    default: /usr/bin/pveversion
 """
 
 EXAMPLES = r"""
@@ -118,8 +130,25 @@ device_nodes:
       description: Minor number.
       type: int
   sample: [{path: /dev/nvidia0, major: 195, minor: 0}, {path: /dev/nvidia-uvm, major: 238, minor: 0}]
+char_devices:
+  description: The character device majors registered now (C(/proc/devices)), with their drivers' names
+    (empty without O(gpus)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    major:
+      description: Major number.
+      type: int
+    name:
+      description: The driver's name for it.
+      type: str
+  sample: [{major: 10, name: misc}, {major: 195, name: nvidia}, {major: 238, name: nvidia-uvm}]
 gpu_indexes:
-  description: The indexes N of the node's GPU nodes C(/dev/nvidiaN), sorted (empty without O(gpus)).
+  description:
+    - The node's GPUs by the minor N of their C(/dev/nvidiaN), sorted (empty without O(gpus)). Read from the
+      driver (C(Device Minor) in C(gpus/*/information) next to O(driver_version_file)), so GPUs whose node is
+      missing (after a reboot) are counted; from the C(/dev/nvidiaN) nodes when the driver lists none.
   returned: always
   type: list
   elements: int
@@ -145,6 +174,21 @@ units:
   returned: always
   type: dict
   sample: {gpulxc-nvidia-nodes.service: enabled}
+pve:
+  description: The node's Proxmox VE release, from C(pveversion -v); empty without O(pve).
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: The version of C(pve-manager) (the Proxmox VE release), for example C(9.1.1); empty when unknown.
+      type: str
+    container:
+      description: The version of C(pve-container), for example C(6.1.10); empty when unknown.
+      type: str
+    error:
+      description: Why the release could not be read (C(pveversion) missing or failing, or no C(pve-container) line).
+      type: str
+  sample: {version: 9.1.1, container: 6.1.10, error: ""}
 container:
   description: Read inside the running container; empty when it is not running or O(container) is false.
   returned: always
@@ -185,6 +229,11 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nv
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
 SMI_GPU = re.compile(r"GPU [0-9]+:")
+DEVICE_MINOR = re.compile(r"^Device Minor:\s*([0-9]+)", re.M)
+DEFAULT_PVEVERSION = "/usr/bin/pveversion"
+PROC_DEVICES = "/proc/devices"
+# pve-manager's bin/pveversion print_status: "<package>: <version>[ (running kernel|version: ...)]"
+PVEVERSION_LINE = re.compile(r"^([a-z0-9][a-z0-9.+-]*): (\S+)")
 
 # Run inside the container by one `pct exec`: each line is `<key>=<value>`.
 IN_CONTAINER = r"""
@@ -209,7 +258,35 @@ def device_nodes():
     return nodes
 
 
-def gpu_indexes(nodes):
+def char_devices(path=None):
+    """The "Character devices:" section of /proc/devices: [{major, name}]."""
+    found = []
+    try:
+        with open(path or PROC_DEVICES, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return found
+    section = text.split("Character devices:", 1)[1].split("\n\n", 1)[0] if "Character devices:" in text else ""
+    for line in section.splitlines():
+        major, _sep, name = line.strip().partition(" ")
+        if major.isdigit():
+            found.append({"major": int(major), "name": name.strip()})
+    return found
+
+
+def gpu_indexes(nodes, driver_version_file):
+    """The GPUs' minors as the driver lists them (/proc/driver/nvidia/gpus/<pci>/information), else the nodes'."""
+    minors = set()
+    for info in glob.glob(os.path.join(os.path.dirname(driver_version_file), "gpus", "*", "information")):
+        try:
+            with open(info, encoding="utf-8", errors="replace") as handle:
+                match = DEVICE_MINOR.search(handle.read())
+        except OSError:
+            continue
+        if match:
+            minors.add(int(match.group(1)))
+    if minors:
+        return sorted(minors)
     return sorted(int(m.group(1)) for m in (GPU_NODE.search(n["path"]) for n in nodes) if m)
 
 
@@ -265,6 +342,19 @@ def parse_container(text):
     return found
 
 
+def parse_pveversion(text):
+    """The pve-manager and pve-container versions from `pveversion -v`'s output."""
+    packages = {}
+    for line in text.splitlines():
+        match = PVEVERSION_LINE.match(line.strip())
+        if match and match.group(2)[:1].isdigit():  # not "not correctly installed", "residual config"
+            packages[match.group(1)] = match.group(2)
+    found = {"version": packages.get("pve-manager", ""), "container": packages.get("pve-container", ""), "error": ""}
+    if not found["container"]:
+        found["error"] = "pveversion -v lists no installed pve-container"
+    return found
+
+
 class Probe:
     def __init__(self, module):
         self.module = module
@@ -293,6 +383,15 @@ class Probe:
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()
 
+    def pve(self):
+        if not os.path.exists(self.params["pveversion"]):
+            return {"version": "", "container": "", "error": "%s is missing" % self.params["pveversion"]}
+        rc, out, err = self.run(self.params["pveversion"], "-v")
+        if rc != 0:
+            return {"version": "", "container": "", "error": "%s -v failed (rc %s): %s"
+                    % (self.params["pveversion"], rc, (err or out).strip())}  # fmt: skip
+        return parse_pveversion(out)
+
     def container(self):
         rc, out, err = self.run(self.params["pct"], "exec", self.params["vmid"], "--", "/bin/sh", "-c", IN_CONTAINER)
         if rc != 0:
@@ -312,6 +411,8 @@ def main():
             "container": {"type": "bool", "default": True},
             "pct": {"type": "path", "default": "/usr/sbin/pct"},
             "pvesm": {"type": "path", "default": "/usr/sbin/pvesm"},
+            "pve": {"type": "bool", "default": True},
+            "pveversion": {"type": "path", "default": DEFAULT_PVEVERSION},
         },
         supports_check_mode=True,
     )
@@ -324,10 +425,12 @@ def main():
         status=status,
         template=probe.template() if status == "absent" else {},
         device_nodes=nodes,
-        gpu_indexes=gpu_indexes(nodes),
+        gpu_indexes=gpu_indexes(nodes, params["driver_version_file"]) if params["gpus"] else [],
+        char_devices=char_devices() if params["gpus"] else [],
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},
         units={name: probe.unit(name) for name in params["units"]},
+        pve=probe.pve() if params["pve"] else {"version": "", "container": "", "error": ""},
         container=probe.container() if params["container"] and status == "running" else {},
     )
 

@@ -37,7 +37,19 @@ READY = b"gpulxc-pct-channel ready\n"
 
 # The container-side command: python3 reads the agent's length, then the agent, from its stdin.
 BOOT = "import sys;b=sys.stdin.buffer;exec(b.read(int(b.readline())))"
-CONTAINER_ARGV = ("/bin/sh", "-c", "exec python3 -c '%s'" % BOOT)
+# The environment commands in the container get, set here rather than left to pct exec's policy (pct
+# resets PATH to /sbin:/bin:/usr/sbin:/usr/bin and keeps the rest with --keep-env, whose default PVE
+# means to turn off): root's PATH and HOME, as a login shell in the container has them.
+CONTAINER_ENV = (
+    "/usr/bin/env",
+    "-u",
+    "SSL_CERT_FILE",
+    "-u",
+    "SSL_CERT_DIR",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME=/root",
+)
+CONTAINER_ARGV = (*CONTAINER_ENV, "/bin/sh", "-c", "exec python3 -c '%s'" % BOOT)
 
 
 class Unavailable(Exception):

@@ -58,9 +58,10 @@ def pct(*args, check=True, stdin=None):
     return proc
 
 
-def pct_fails(*args, message):
+def pct_fails(*args, message, code=2):
+    """pct refused: a die exits with errno (2 in the lab), a failed task with 255 (lab/pve/pct.py EXIT_*)."""
     proc = pct(*args, check=False)
-    assert proc.returncode == 255, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert message in proc.stderr, proc.stderr
     return proc
 

@@ -161,3 +161,53 @@ def test_two_runs_at_once_on_one_container_both_finish(inventory):
     assert all(f"run-{i}" in out for i, out in enumerate(outputs))
     # one of them found the channel busy and ran with its own pct exec instead of waiting
     assert sum("PCT CHANNEL not used (busy)" in out for out in outputs) == 1
+
+
+# An action that calls the connection's put_file/fetch_file directly (copy and fetch check the remote side
+# before they transfer), so what pct push/pull say about a failed copy reaches the task.
+TRANSFER_ACTION = """
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        getattr(self._connection, args["op"] + "_file")(args["src"], args["dest"])
+        result["changed"] = True
+        return result
+"""
+
+
+@pytest.mark.parametrize(
+    ("transfer", "reason"),
+    [
+        (("put", "BIG", "/nonexistent/dir/x"),
+         "failed to transfer file to /nonexistent/dir/x: pct: failed to create file: /nonexistent/dir/x: "
+         "No such file or directory"),
+        (("fetch", "/root/missing", "LOCAL"),
+         "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory"),
+    ],
+)  # fmt: skip
+def test_failing_pct_push_and_pull_fail_the_task_with_the_reason(inventory, tmp_path, transfer, reason):
+    """pct push/pull exit 0 when the copy fails in their worker: pct_ssh reads their stderr."""
+    op, src, dest = transfer
+    actions = tmp_path / "actions"
+    actions.mkdir()
+    (actions / "gpulxc_lab_transfer.py").write_text(TRANSFER_ACTION)
+    big = tmp_path / "big"
+    big.write_bytes(os.urandom(1_000_000))  # above pct_transfer_threshold: through pct push
+    src = str(big) if src == "BIG" else src
+    dest = str(tmp_path / "fetched") if dest == "LOCAL" else dest
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ACTION_PLUGINS=str(actions),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")  # fmt: skip
+    proc = subprocess.run(
+        [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-m", "gpulxc_lab_transfer",
+         "-a", json.dumps({"op": op, "src": src, "dest": dest})],
+        capture_output=True, text=True, env=env, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["ct"]
+    assert result.get("failed") is True, result
+    assert reason in result["msg"], result["msg"]
+    assert not (tmp_path / "fetched").exists()

@@ -102,10 +102,10 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
         assert in_ct(command).returncode == 0, name
     path = f"/etc/pve/lxc/{VMID}.conf"  # and a devN line removed from the CT's config on the node
     with open(path) as handle:
-        kept = [line for line in handle if not line.startswith("dev3:")]
+        kept = [line for line in handle if not line.startswith("dev6:")]
     with open(path, "w") as handle:
         handle.writelines(kept)
-    assert "dev3:" not in conf_text(VMID)
+    assert "dev6:" not in conf_text(VMID)
     assert in_ct("command -v ninja").returncode != 0
 
     proc, changed = run_site(inventory, "ct990", "--diff")
@@ -159,7 +159,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     )
     assert "attention-backend: flashinfer" in in_ct("cat /etc/sglang/instance-3.yaml").stdout
     assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
-    assert "dev3: /dev/nvidia3" in conf_text(VMID)
+    assert "dev6: /dev/nvidia3" in conf_text(VMID)
     assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 

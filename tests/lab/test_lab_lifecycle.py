@@ -19,6 +19,7 @@ LAB_MADE = [
     "/dev/nvidia-uvm-tools",
     "/usr/sbin/pvesm",
     "/usr/bin/nvidia-modprobe",
+    "/usr/bin/pveversion",
 ]
 
 

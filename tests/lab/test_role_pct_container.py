@@ -4,6 +4,7 @@ idempotence, drift repaired, a node reboot, and bad input refused before any cha
 Runs against its own CT (ct920, vmid 920) so that it can break things by hand.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, conf_text, destroy, pct, run_site
+from conftest import REPO, conf_text, destroy, pct, run_site, task_output
 
 VMID = 920
 ABSENT = 921
@@ -54,7 +55,7 @@ def test_check_mode_on_an_empty_node_predicts_and_changes_nothing(inventory):
     proc, changed = site(inventory, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed and changed > 0
-    assert "+dev0: /dev/nvidia0,mode=0666" in proc.stdout
+    assert "+dev0: /dev/nvidiactl,mode=0666" in proc.stdout and "+dev3: /dev/nvidia0,mode=0666" in proc.stdout
     assert "+lxc.mount.entry: tmpfs dev/shm tmpfs size=1G" in proc.stdout
     assert not Path(f"/etc/pve/lxc/{VMID}.conf").exists()
     assert (unit.read_text() if unit.exists() else None) == unit_before
@@ -78,7 +79,7 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
     converged(inventory)
     mac_before = mac()
     path = Path(f"/etc/pve/lxc/{VMID}.conf")
-    path.write_text("".join(line + "\n" for line in conf_text(VMID).splitlines() if not line.startswith("dev3:")))
+    path.write_text("".join(line + "\n" for line in conf_text(VMID).splitlines() if not line.startswith("dev6:")))
     pct("set", VMID, "--cores", "1")
     other = "/var/lib/gpulxc-lab/nvidia/NVIDIA-Linux-x86_64-580.82.07.run"
     pct("push", VMID, other, "/root/other.run", "--perms", "0755")
@@ -88,7 +89,7 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed >= 2
     text = conf_text(VMID)
-    assert "dev3: /dev/nvidia3,mode=0666" in text
+    assert "dev6: /dev/nvidia3,mode=0666" in text
     assert "cores: 2" in text
     assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
     assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia3')").stderr  # hot-plugged
@@ -98,13 +99,18 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
 
 
 def test_node_reboot_brings_the_container_back_with_its_gpus(inventory):
+    """boot-node empties /dev of every NVIDIA node, as the reboot of a node with the .run driver does; the boot
+    unit's nvidia-modprobe calls (-c255 for nvidiactl, -cN, -u -c0) make every node CT 920's devN name."""
     converged(inventory)
     proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nvidia-modprobe -u -c0" in proc.stdout
+    assert "nvidia-modprobe -c255" in proc.stdout and "nvidia-modprobe -u -c0" in proc.stdout
     assert pct("status", VMID).stdout == "status: running\n"
-    assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia-uvm')").stderr
+    for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia7"):
+        assert "No such device or address" in in_ct("python3", "-c", f"open('{node}')").stderr
     assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
+    proc, changed = site(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
@@ -115,7 +121,8 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
     try:
         proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
         assert proc.returncode == 1
-        assert "Device /dev/nvidia-uvm does not exist" in proc.stdout
+        # Proxmox's own message, for the first devN it stats (in its config hash's order; the lab's: dev0)
+        assert re.search(r"Device /dev/nvidia[a-z0-9-]* does not exist", proc.stdout), proc.stdout
     finally:
         converged(inventory)  # the role enables the unit again and recreates the nodes
     assert wants.exists()
@@ -143,17 +150,23 @@ def test_bad_input_fails_before_any_change(inventory, extra, message):
     assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
 
 
-def test_a_missing_device_node_is_named(inventory):
+def test_a_missing_gpu_node_is_made_again(inventory):
+    """/dev/nvidia5 gone (a boot unit that did not run): the driver still lists GPU 5 (gpus/<pci>/information),
+    so the role makes its node again with `nvidia-modprobe -c5` before the container needs it."""
+    converged(inventory)
     node = Path("/dev/nvidia5")
     rdev = node.stat().st_rdev
     node.unlink()
     try:
-        proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, "pct_container_gpus": [4, 5]}))
-        assert proc.returncode != 0 and changed == 0
-        assert "pct_container_gpus asks for GPUs [5] but the node has 7 GPU(s)" in " ".join(proc.stdout.split())
+        proc, changed = site(inventory)
+        assert proc.returncode == 0 and changed >= 1, proc.stdout[-3000:]
+        assert "'-c5'" in task_output(proc, "gpulxc.sglang.pct_container : Create the missing NVIDIA device nodes"
+                                      " now (as the unit does at boot)")  # fmt: skip
+        assert node.stat().st_rdev == rdev
     finally:
-        os.mknod(node, 0o020666, rdev)
-        os.chmod(node, 0o666)
+        if not node.exists():
+            os.mknod(node, 0o020666, rdev)
+            os.chmod(node, 0o666)
 
 
 def test_userspace_mismatch_with_install_disabled_fails_naming_both_versions(inventory):
@@ -186,6 +199,79 @@ def test_pending_change_is_reported_and_applied_only_when_allowed(inventory):
     assert "features: nesting=1,keyctl=1" in conf_text(VMID)
     proc, changed = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to the inventory's
     assert proc.returncode == 0 and "features: nesting=1\n" in conf_text(VMID)
+
+
+@contextlib.contextmanager
+def lab_pve(release):
+    """The lab node answers `pveversion -v` as that Proxmox VE release (9: pve-container 6.1.10, 8: 5.3.5, 8.1:
+    5.0.6), and its pct hot-plugs as that release does (the lab setting GPULXC_LAB_PVE, stored by lab/setup)."""
+    setting = Path("/var/lib/gpulxc-lab/pve")
+    before = setting.read_text() if setting.exists() else "9\n"
+    setting.write_text(release + "\n")
+    try:
+        yield release
+    finally:
+        setting.write_text(before)
+
+
+@pytest.fixture(params=["8", "9"], ids=["pve8", "pve9"])
+def pve_release(request):
+    with lab_pve(request.param):
+        yield request.param
+
+
+def test_a_node_without_devn_is_refused_naming_its_version(inventory):
+    with lab_pve("8.1"):
+        proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT}))
+    assert proc.returncode != 0 and changed == 0
+    assert ("lab-pve runs Proxmox VE 8.1.3 with pve-container 5.0.6, which has no devN passthrough"
+            in " ".join(proc.stdout.split())), proc.stdout[-3000:]  # fmt: skip
+    assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
+
+
+def smi_gpus():
+    return len([line for line in in_ct("nvidia-smi", "-L").stdout.splitlines() if line.startswith("GPU ")])
+
+
+def devs(text):
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(dev\d+): (.*)$", text.split("\n[")[0], re.M)}
+
+
+def test_a_longer_gpu_list_waits_for_a_restart_or_gets_it(inventory, pve_release):
+    """GPUs [0, 1] -> [0, 1, 2, 3] on the running CT: the fixed nodes keep dev0..2, the GPUs only add keys.
+    PVE 9 hot-plugs the new devN; PVE 8 keeps them pending, and the run succeeds saying so; check mode
+    predicts which; with the restart allowed the CT ends with 4 GPUs."""
+    allowed = {"pct_container_restart_allowed": True}
+    proc, _ = site(inventory, "-e", json.dumps({"pct_container_gpus": [0, 1], **allowed}))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert smi_gpus() == 2
+    before = devs(conf_text(VMID))
+    assert before["dev0"] == "/dev/nvidiactl,mode=0666" and before["dev3"] == "/dev/nvidia0,mode=0666"
+    four = {"pct_container_gpus": [0, 1, 2, 3]}
+    pending_message = f"CT {VMID} keeps running with changes pending until its next start: dev5, dev6."
+    try:
+        proc, _ = site(inventory, "--check", "-e", json.dumps(four))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert (pending_message in " ".join(proc.stdout.split())) is (pve_release == "8")
+        proc, _ = site(inventory, "-e", json.dumps(four))
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        text = conf_text(VMID)
+        assert {k: v for k, v in devs(text).items() if k in before} == before  # nothing renumbered
+        if pve_release == "8":
+            assert pending_message in out and "The GPU list (devN) is pending until restart" in out
+            assert "\n[pve:pending]\ndev5: /dev/nvidia2,mode=0666\ndev6: /dev/nvidia3,mode=0666\n" in text
+            assert smi_gpus() == 2
+        else:
+            assert "keeps running with changes pending" not in out and "[pve:pending]" not in text
+            assert devs(text)["dev6"] == "/dev/nvidia3,mode=0666"
+            assert smi_gpus() == 4
+        proc, _ = site(inventory, "-e", json.dumps({**four, **allowed}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "[pve:pending]" not in conf_text(VMID) and smi_gpus() == 4
+    finally:
+        proc, _ = site(inventory, "-e", json.dumps(allowed))  # back to the inventory's 8 GPUs
+    assert proc.returncode == 0 and smi_gpus() == 8, proc.stdout[-3000:]
 
 
 def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
@@ -227,4 +313,45 @@ def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
     assert "+lxc.cgroup2.devices.allow: c 195:* rwm" in proc.stdout, proc.stdout[-3000:]
     assert f"+lxc.cgroup2.devices.allow: c {uvm_major}:* rwm" in proc.stdout
     assert "+lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in proc.stdout
-    assert "-dev0: /dev/nvidia0,mode=0666" in proc.stdout
+    assert "-dev0: /dev/nvidiactl,mode=0666" in proc.stdout
+
+
+def free_char_major(*taken):
+    used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()
+            if line.strip()[:1].isdigit()}  # fmt: skip
+    return next(m for m in range(383, 255, -1) if m not in used and m not in taken)
+
+
+def test_raw_lxc_passthrough_leaves_no_line_for_an_old_uvm_major(inventory):
+    """lxc mode writes nvidia-uvm's dynamic major into an allow line: once it changed (a driver update, another
+    module load order), a re-run replaces the old major's line (check mode shows it), one uvm line is left."""
+    lxc_mode = {"pct_container_gpu_passthrough": "lxc", "pct_container_restart_allowed": True}
+    state = Path("/var/lib/gpulxc-lab/uvm-major")
+    old = int(state.read_text())
+    caps = Path("/var/lib/gpulxc-lab/caps-major")
+    new = free_char_major(old, int(caps.read_text()) if caps.exists() else 0)
+
+    def uvm_nodes(major):
+        state.write_text(f"{major}\n")
+        for node in ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"):
+            Path(node).unlink(missing_ok=True)
+        subprocess.run(["/usr/bin/nvidia-modprobe", "-u", "-c0"], check=True)
+
+    try:
+        proc, _ = site(inventory, "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert f"lxc.cgroup2.devices.allow: c {old}:* rwm" in conf_text(VMID)
+        uvm_nodes(new)
+        proc, _ = site(inventory, "--check", "--diff", "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert f"-lxc.cgroup2.devices.allow: c {old}:* rwm" in proc.stdout
+        assert f"+lxc.cgroup2.devices.allow: c {new}:* rwm" in proc.stdout
+        proc, _ = site(inventory, "-e", json.dumps(lxc_mode))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        allows = [line for line in conf_text(VMID).splitlines() if line.startswith("lxc.cgroup2.devices.allow")]
+        assert allows == ["lxc.cgroup2.devices.allow: c 195:* rwm", f"lxc.cgroup2.devices.allow: c {new}:* rwm"]
+        assert "No such device or address" in in_ct("python3", "-c", "open('/dev/nvidia-uvm')").stderr
+    finally:
+        uvm_nodes(old)
+        proc, _ = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to devN passthrough
+    assert proc.returncode == 0 and "lxc.cgroup2.devices.allow" not in conf_text(VMID), proc.stdout[-3000:]

@@ -16,6 +16,7 @@ from ansible.executor.process.worker import WorkerProcess
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection import ssh as ssh_plugin
 from ansible.plugins.loader import connection_loader
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel
 
 PCT = "/usr/sbin/pct"
 
@@ -62,8 +63,11 @@ def test_exec_runs_the_command_in_the_containers_shell(ssh):
     cmd = "/bin/sh -c 'echo ~ && sleep 0' ; echo \"$HOME\" | tr a-z A-Z"
     connect().exec_command(cmd)
     sent, in_data = ssh.commands[0]
-    # the node's shell gets one safely quoted command line; the CT's /bin/sh gets cmd unchanged
-    assert argv(sent) == [PCT, "exec", "200", "--", "/bin/sh", "-c", cmd]
+    # the node's shell gets one safely quoted command line; the CT's /bin/sh gets cmd unchanged, with
+    # the environment set explicitly (not pct exec's PATH=/sbin:/bin:/usr/sbin:/usr/bin policy)
+    assert argv(sent) == [PCT, "exec", "200", "--", *pct_channel.CONTAINER_ENV, "/bin/sh", "-c", cmd]
+    assert "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in argv(sent)
+    assert argv(sent)[5:9] == ["-u", "SSL_CERT_FILE", "-u", "SSL_CERT_DIR"]
     assert in_data is None
 
 
@@ -96,6 +100,28 @@ def test_pct_refusals_become_clear_connection_errors(ssh, pct_says, expected):
     ssh.answers.append(AnsibleConnectionFailure("Failed to connect to the host via ssh: " + pct_says))
     with pytest.raises(AnsibleConnectionFailure, match=expected):
         connect().exec_command("true")
+
+
+@pytest.mark.parametrize("returncode", [2, 25, 255])
+@pytest.mark.parametrize(
+    ("pct_says", "expected"),
+    [
+        ("container '200' not running!", "CT 200 is not running on pve1"),
+        ("Configuration file 'nodes/pve1/lxc/200.conf' does not exist", "CT 200 does not exist on pve1"),
+        ("CT is locked (backup)", r"CT 200 on pve1 is locked \(backup: .*pct unlock 200"),
+    ],
+)
+def test_pct_refusals_are_explained_whatever_their_exit_code(ssh, returncode, pct_says, expected):
+    # pct's refusals are Perl dies: they exit with $! (often 2), not 255
+    ssh.answers.append((returncode, b"", pct_says.encode() + b"\n"))
+    with pytest.raises(AnsibleConnectionFailure, match=expected):
+        connect().exec_command("true")
+
+
+def test_another_cts_refusal_text_from_a_command_is_its_own_result(ssh):
+    said = b"Configuration file 'nodes/pve1/lxc/300.conf' does not exist\n"
+    ssh.answers.append((2, b"", said))
+    assert connect().exec_command("pct config 300") == (2, b"", said)
 
 
 def test_the_ssh_layers_wording_is_dropped_from_pcts_message(ssh):
@@ -148,6 +174,7 @@ def test_small_file_is_written_with_one_exec(ssh, tmp_path):
 def test_large_file_goes_through_the_node_and_pct_push(ssh, tmp_path):
     src = tmp_path / "large"
     src.write_bytes(b"y" * 300_000)
+    ssh.answers.append((0, b"in=300000\nstaged=300000\n", b"trying to acquire lock...\n OK\n"))
     connect(user="ansible").put_file(str(src), "/srv/model.bin")
     ((in_path, staged, action),) = ssh.transfers
     assert (in_path, action) == (str(src), "put")  # the SSH file transfer streams the file
@@ -155,6 +182,7 @@ def test_large_file_goes_through_the_node_and_pct_push(ssh, tmp_path):
     ((script, in_data),) = ssh.commands
     assert in_data is None  # the file's bytes never pass through memory
     assert f'sudo -n {PCT} push 200 "$HOME"/{staged} /srv/model.bin' in script
+    assert f"sudo -n {PCT} exec 200 -- /usr/bin/stat -c %s -- /srv/model.bin" in script  # the size that arrived
     assert f'rm -f -- "$HOME"/{staged}' in script  # removed whatever pct says
 
 
@@ -163,6 +191,24 @@ def test_failed_push_is_an_error_with_pcts_message(ssh, tmp_path):
     src.write_bytes(b"z" * 300_000)
     ssh.answers.append((1, b"", b"failed to create file: /nope/x: No such file or directory\n"))
     with pytest.raises(AnsibleError, match="failed to transfer file to /nope/x: failed to create file"):
+        connect().put_file(str(src), "/nope/x")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # pct push exits 0 when its worker fails: the reason is on stderr only
+        ((0, b"in=\nstaged=300000\n", b"failed to create file: /nope/x: No such file or directory\n"),
+         "failed to transfer file to /nope/x: pct: failed to create file: /nope/x: No such file or directory"),
+        # a short write (the CT's disk full) prints nothing: the size says it
+        ((0, b"in=65536\nstaged=300000\n", b""), "failed to transfer file to /nope/x: 65536 bytes arrived of 300000"),
+    ],
+)  # fmt: skip
+def test_push_failing_in_pcts_worker_is_an_error(ssh, tmp_path, answer, expected):
+    src = tmp_path / "large"
+    src.write_bytes(b"z" * 300_000)
+    ssh.answers.append(answer)
+    with pytest.raises(AnsibleError, match=expected):
         connect().put_file(str(src), "/nope/x")
 
 
@@ -175,12 +221,29 @@ def test_push_to_a_stopped_container_says_so(ssh, tmp_path):
 
 
 def test_fetch_pulls_to_the_node_then_transfers_then_removes(ssh, tmp_path):
+    ssh.answers.append((0, b"in=13\nstaged=13\n", b""))
     connect(user="ansible").fetch_file("/etc/hostname", str(tmp_path / "hostname"))
     pull, rm = (c for c, _ in ssh.commands)
     ((staged, out_path, action),) = ssh.transfers
     assert (out_path, action) == (str(tmp_path / "hostname"), "get")
     assert f'sudo -n {PCT} pull 200 /etc/hostname "$HOME"/{staged} --user ansible' in pull
     assert rm == f'rm -f -- "$HOME"/{staged}'
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ((0, b"in=\nstaged=0\n", b"failed to open /root/missing: No such file or directory\n"),
+         "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory"),
+        ((0, b"in=4096\nstaged=1024\n", b""), "failed to fetch /root/missing: 1024 bytes arrived of 4096"),
+    ],
+)  # fmt: skip
+def test_fetch_failing_in_pcts_worker_is_an_error_and_leaves_nothing(ssh, tmp_path, answer, expected):
+    ssh.answers.append(answer)
+    with pytest.raises(AnsibleError, match=expected):
+        connect().fetch_file("/root/missing", str(tmp_path / "x"))
+    assert ssh.transfers == []  # the empty staged file is not fetched
+    assert ssh.commands[-1][0].startswith('rm -f -- "$HOME"/.ansible-pct-')  # and is removed
 
 
 def test_options_cover_every_option_of_the_ssh_plugin():

@@ -1,7 +1,9 @@
 """gpulxc.sglang.pct_config against recorded container configs: idempotence, drift, check and diff
 mode, raw lines written without touching other sections, and every error path."""
 
+import fcntl
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -45,6 +47,7 @@ def pve(tmp_path, monkeypatch, module_exits):
         return 0, "", ""
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(pct_config, "LOCK_DIR", str(tmp_path / "lock"))
     return {"dir": tmp_path, "calls": calls, "state": state}
 
 
@@ -189,9 +192,120 @@ def test_pct_refusal_is_reported_with_its_message(pve):
     assert "pct set 200 --dev9 /dev/nvidia9 failed: Device /dev/nvidia9 does not exist" in result["msg"]
 
 
+NVIDIA_ALLOW = "lxc.cgroup2.devices.allow: c 195:* rwm"
+
+
+def test_raw_lines_are_renamed_into_place_under_the_config_lock_after_pcts_write(pve, monkeypatch):
+    path = install(pve, "200-converged.conf")
+    inode = path.stat().st_ino
+    seen = []
+
+    def set_by_pct(self, args, **kwargs):
+        # pct set writes the config (cores 4) after the module read it: that write must survive
+        if args[1] == "set":
+            path.write_text(path.read_text().replace("cores: 2", "cores: 4"))
+        return 0, "status: running\n" if args[1] == "status" else "", ""
+
+    real_rename = pct_config.os.rename
+
+    def rename(src, dst):
+        with open(Path(pve["dir"]) / "lock/pve-config-200.lock", "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append("lock free")
+            except BlockingIOError:
+                seen.append("lock held")
+        seen.append((Path(src).parent == Path(dst).parent, Path(src).name))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", set_by_pct)
+    monkeypatch.setattr(pct_config.os, "rename", rename)
+    kind, result = run(pve, config={**WANT, "cores": 4}, exclusive=["dev"], lxc=[SHM, NVIDIA_ALLOW])
+    assert kind is Exit, result
+    text = path.read_text()
+    assert "cores: 4" in text and text.endswith(SHM + "\n" + NVIDIA_ALLOW + "\n")
+    assert path.stat().st_ino != inode  # renamed over, never truncated in place
+    assert seen == ["lock held", (True, "200.conf.tmp.%d" % os.getpid())]
+    assert sorted(p.name for p in pve["dir"].iterdir()) == ["200.conf", "lock"]
+
+
+def test_a_locked_container_is_refused_naming_the_lock(pve):
+    path = install(pve, "200-converged.conf")
+    path.write_text(path.read_text().replace("memory:", "lock: backup\nmemory:"))
+    before = path.read_bytes()
+    kind, result = run(pve, config={**WANT, "cores": 4}, lxc=[SHM, NVIDIA_ALLOW])
+    assert kind is Fail
+    assert result["msg"].startswith("CT 200 is locked (backup)")
+    assert sets(pve) == []
+    assert path.read_bytes() == before
+
+
+def test_a_held_config_lock_times_out_with_proxmoxs_message(pve, monkeypatch):
+    path = install(pve, "200-converged.conf")
+    before = path.read_bytes()
+    monkeypatch.setattr(pct_config, "LOCK_TIMEOUT", 0.2)
+    (pve["dir"] / "lock").mkdir()
+    with open(pve["dir"] / "lock/pve-config-200.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        kind, result = run(pve, config=WANT, lxc=[SHM, NVIDIA_ALLOW])
+    assert kind is Fail
+    assert "can't lock file" in result["msg"] and "got timeout" in result["msg"]
+    assert path.read_bytes() == before
+
+
+def test_empty_features_deletes_the_key_and_stays_converged(pve):
+    path = install(pve, "200-converged.conf")
+    kind, result = run(pve, config={**WANT, "features": ""}, exclusive=["dev"], lxc=[SHM])
+    assert (kind, result["deleted"], result["set"]) == (Exit, ["features"], {})
+    assert sets(pve) == [["set", "200", "--delete", "features"]]
+    # what a `--features ''` once wrote: Proxmox ignores the line; so does the module, and sends nothing
+    path.write_text(path.read_text().replace("features: nesting=1", "features: "))
+    pve["calls"].clear()
+    kind, result = run(pve, config={**WANT, "features": ""}, exclusive=["dev"], lxc=[SHM])
+    assert (kind, result["changed"], sets(pve)) == (Exit, False, [])
+
+
+def set_line(path, key, value):
+    """The config with `key: value` in place of its line, or added."""
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(key + ":")]
+    lines.insert(0, "%s: %s" % (key, value))
+    keys = sorted(line for line in lines if not line.startswith("lxc."))
+    path.write_text("".join(line + "\n" for line in keys + [line for line in lines if line.startswith("lxc.")]))
+
+
+MAC = "hwaddr=BC:24:11:5A:01:7E"
+
+
+@pytest.mark.parametrize(
+    ("key", "desired", "written"),
+    [
+        ("net0", "name=eth0,bridge=vmbr0,ip=dhcp,firewall=true", f"name=eth0,bridge=vmbr0,firewall=1,{MAC},ip=dhcp"),
+        ("net0", "name=eth0,bridge=vmbr0,link_down=no", f"name=eth0,bridge=vmbr0,{MAC},link_down=0,type=veth"),
+        ("dev0", "/dev/nvidia0,mode=0666,deny-write=1", "/dev/nvidia0,mode=0666,deny-write=yes"),
+        ("mp0", "/srv/models,mp=/mnt/models,ro=true", "/srv/models,mp=/mnt/models,ro=1"),
+    ],
+)  # fmt: skip
+def test_booleans_in_property_strings_match_as_proxmox_writes_them(pve, key, desired, written):
+    set_line(install(pve, "200-converged.conf"), key, written)
+    kind, result = run(pve, config={**WANT, key: desired}, exclusive=["dev"], lxc=[SHM])
+    assert (kind, result["changed"], sets(pve)) == (Exit, False, [])
+
+
 def test_documentation_renders():
     # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
-                                   "lxc_exclusive", "config_dir", "pct"}  # fmt: skip
+                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))
+
+
+@pytest.mark.parametrize(("version", "dev_pending"), [("5.3.5", True), ("6.1.10", False), ("", False)])
+def test_check_mode_predicts_hotplug_per_pve_version(pve, version, dev_pending):
+    """A new devN is hot-plugged only from pve-container 6.0.4 (PVE 9); a new bind mpN on 8 and 9."""
+    install(pve, "200-converged.conf")
+    want = {**WANT, "features": "nesting=1", "dev2": "/dev/nvidia1,mode=0666", "mp0": "/srv/models,mp=/mnt/models"}
+    kind, result = run(pve, check=True, config=want, lxc=[SHM], pve_container_version=version)
+    assert kind is Exit and result["changed"] is True
+    assert set(result["set"]) == {"dev2", "mp0"}
+    assert result["pending"] == (["dev2"] if dev_pending else [])
+    assert result["restart_required"] is dev_pending

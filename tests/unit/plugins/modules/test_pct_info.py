@@ -2,6 +2,7 @@
 (its /proc/driver/nvidia/version and device numbers) and a recorder for the pct/pvesm/systemctl calls."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
 H200 = Path(__file__).resolve().parents[2] / "fixtures/nvidia/h200"
+PCT = Path(__file__).resolve().parents[2] / "fixtures/pct"
 SMI = (H200 / "nvidia-smi.txt").read_text()
 # the device numbers of the H200's dev-nodes.txt: nvidia0, nvidiactl, nvidia-uvm(-tools), nvidia-caps
 H200_NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (238, 0), "nvidia-uvm-tools": (238, 1),
@@ -29,12 +31,18 @@ def node(tmp_path, monkeypatch, module_exits):
         os.mknod(dev / name, 0o020666, os.makedev(major, minor))
     (dev / "nvidia-not-a-device").write_text("")
     monkeypatch.setattr(pct_info, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
-    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": []}
+    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": [],
+             "pveversion": (0, (PCT / "pveversion-v-9.txt").read_text(), "")}  # fmt: skip
+    pveversion = tmp_path / "pveversion"
+    pveversion.write_text("")
+    monkeypatch.setattr(pct_info, "DEFAULT_PVEVERSION", str(pveversion))
 
     def run_command(self, args, **kwargs):
         state["calls"].append(args)
         if args[0].endswith("pvesm"):
             return state["pvesm"]
+        if args[0].endswith("pveversion"):
+            return state["pveversion"]
         if args[0] == "systemctl":
             return (0, "enabled\n", "") if args[2] == "on.service" else (1, "disabled\n", "")
         return state["status"] if args[1] == "status" else state["exec"]
@@ -120,7 +128,7 @@ def test_a_stopped_container_is_not_entered(node):
     node["status"] = (0, "status: stopped\n", "")
     ok, result = run()
     assert ok and result["status"] == "stopped" and result["container"] == {}
-    assert [c[1] for c in node["calls"]] == ["status"]
+    assert [c[1] for c in node["calls"]] == ["status", "-v"]  # pct status, pveversion -v
 
 
 def test_files_units_and_a_driverless_node_without_gpus(node, tmp_path):
@@ -167,3 +175,57 @@ def test_pct_failing_otherwise_fails_the_module_with_its_message(node):
     node["exec"] = (255, "", "container 200 not running\n")
     ok, result = run()
     assert ok and result["container"] == {"error": "pct exec 200 failed (rc 255): container 200 not running"}
+
+
+@pytest.mark.parametrize(
+    ("release", "version", "container"),
+    [("9", "9.1.1", "6.1.10"), ("8", "8.4.14", "5.3.5"), ("8.1", "8.1.3", "5.0.6")],
+)
+def test_the_proxmox_release_from_pveversion(node, release, version, container):
+    node["pveversion"] = (0, (PCT / f"pveversion-v-{release}.txt").read_text(), "")
+    ok, result = run(container=False)
+    assert ok and result["pve"] == {"version": version, "container": container, "error": ""}
+    assert ["-v"] in [c[1:] for c in node["calls"] if c[0].endswith("pveversion")]
+
+
+def test_an_unreadable_proxmox_release_says_why(node, tmp_path):
+    node["pveversion"] = (0, "pve-manager: 8.4.14 (running version: 8.4.14/b502d23c)\n"
+                             "pve-container: not correctly installed\n", "")  # fmt: skip
+    ok, result = run(container=False)
+    assert ok and result["pve"] == {"version": "8.4.14", "container": "",
+                                    "error": "pveversion -v lists no installed pve-container"}  # fmt: skip
+    ok, result = run(container=False, pveversion=str(tmp_path / "none"))
+    assert ok and result["pve"]["error"] == f"{tmp_path / 'none'} is missing"
+    ok, result = run(container=False, pve=False)
+    assert ok and result["pve"] == {"version": "", "container": "", "error": ""}
+    assert not [c for c in node["calls"][-1:] if c[0].endswith("pveversion")]
+
+
+def test_the_character_majors_drivers_hold_now(node, tmp_path, monkeypatch):
+    """nvidia-uvm's major is dynamic: what /proc/devices says now, so a line for an old major can be told apart."""
+    devices = tmp_path / "devices"
+    devices.write_text("Character devices:\n  1 mem\n 10 misc\n195 nvidia-frontend\n238 nvidia-uvm\n"
+                       "241 nvidia-caps\n\nBlock devices:\n  8 sd\n259 blkext\n")  # fmt: skip
+    monkeypatch.setattr(pct_info, "PROC_DEVICES", str(devices))
+    ok, result = run(container=False)
+    assert ok and result["char_devices"] == [
+        {"major": 1, "name": "mem"}, {"major": 10, "name": "misc"}, {"major": 195, "name": "nvidia-frontend"},
+        {"major": 238, "name": "nvidia-uvm"}, {"major": 241, "name": "nvidia-caps"},
+    ]  # fmt: skip
+    ok, result = run(container=False, gpus=False)
+    assert ok and result["char_devices"] == []
+
+
+def test_the_gpus_the_driver_lists_count_when_their_nodes_are_gone(node, tmp_path):
+    """After a reboot /dev/nvidiaN may be missing: the driver's gpus/<pci>/information (recorded on the H200)
+    still names each GPU's minor."""
+    proc = tmp_path / "nvidia"
+    shutil.copytree(H200 / "proc-driver-nvidia-gpus", proc / "gpus")
+    shutil.copy(H200 / "proc-driver-nvidia-version.txt", proc / "version")
+    (proc / "gpus/0000:00:07.0").mkdir()
+    info = (H200 / "proc-driver-nvidia-gpus/0000:00:06.0/information").read_text()
+    (proc / "gpus/0000:00:07.0/information").write_text(info.replace("Device Minor: \t 0", "Device Minor: \t 3"))
+    (node["dev"] / "nvidia0").unlink()
+    ok, result = run(container=False, driver_version_file=str(proc / "version"))
+    assert ok and result["gpu_indexes"] == [0, 3]
+    assert "/dev/nvidia0" not in [n["path"].rsplit("/dev", 1)[1] for n in result["device_nodes"]]

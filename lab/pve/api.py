@@ -108,7 +108,7 @@ def handler(root, token):
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             url = urlsplit(self.path)
             if self.headers.get("Authorization", "") != f"PVEAPIToken={token}":
                 # PVE::APIServer::AnyEvent: a missing or wrong token is 401 with the reason as status text
@@ -129,6 +129,16 @@ def handler(root, token):
     return Handler
 
 
+def make_server(port, cert, key, token, root="/etc/pve"):
+    """The TLS server on 127.0.0.1:<port> (0: a free one, server_address says which)."""
+    ThreadingHTTPServer.address_family = socket.AF_INET
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler(root, token))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return server
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=8006)
@@ -138,12 +148,7 @@ def main():
     parser.add_argument("--pve-root", default="/etc/pve")
     args = parser.parse_args()
     token = Path(args.token_file).read_text().strip()
-    ThreadingHTTPServer.address_family = socket.AF_INET
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(args.pve_root, token))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(args.cert, args.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    server.serve_forever()
+    make_server(args.port, args.cert, args.key, token, args.pve_root).serve_forever()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ description:
 author:
   - gpulxc.sglang developers (@gpulxc)
 requirements:
-  - proxmoxer >= 2.0 and requests, on the host the module runs on.
+  - proxmoxer and requests (its https backend's), on the host the module runs on (the controller).
 attributes:
   check_mode:
     description: Reads the same in check mode; it never changes anything.
@@ -188,6 +188,13 @@ except ImportError:
     ResourceException = Exception
     PROXMOXER_ERROR = traceback.format_exc()
 
+try:
+    import requests  # noqa: F401 (proxmoxer's https backend calls sys.exit when it cannot import it)
+
+    REQUESTS_ERROR = None
+except ImportError:
+    REQUESTS_ERROR = traceback.format_exc()
+
 
 class AnswerError(Exception):
     """The API answered with something that is not what pve-manager returns for the path."""
@@ -217,8 +224,9 @@ def parse_status(data):
         elif entry["type"] == "node":
             if not isinstance(entry.get("name"), str) or not entry["name"]:
                 raise AnswerError("/cluster/status has a node without a name: %r" % (entry,))
-            members.append({"name": entry["name"], "nodeid": int(entry.get("nodeid", 0)),
-                            "online": _bool(entry.get("online", 0)), "local": _bool(entry.get("local", 0))})  # fmt: skip
+            online, local = _bool(entry.get("online", 0)), _bool(entry.get("local", 0))
+            members.append({"name": entry["name"], "nodeid": int(entry.get("nodeid", 0)), "online": online,
+                            "local": local})  # fmt: skip
     if not members:
         raise AnswerError("/cluster/status lists no node")
     return cluster, sorted(members, key=lambda m: m["name"])
@@ -287,6 +295,8 @@ def main():
     )
     if PROXMOXER_ERROR:
         module.fail_json(msg=missing_required_lib("proxmoxer"), exception=PROXMOXER_ERROR)
+    if REQUESTS_ERROR:
+        module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_ERROR)
     p = module.params
     where = "the Proxmox VE API at %s:%s as %s!%s" % (p["api_host"], p["api_port"], p["api_user"], p["api_token_id"])
     try:

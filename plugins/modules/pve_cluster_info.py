@@ -10,7 +10,7 @@ short_description: Read a Proxmox VE cluster's members and where a guest id live
 version_added: 0.3.0
 description:
   - Reads, with an API token, two paths of the Proxmox VE API through proxmoxer's C(https) backend and
-    changes nothing; run it on the controller (C(delegate_to: localhost)), where proxmoxer is installed
+    changes nothing; run it on the controller (delegated to C(localhost)), where proxmoxer is installed
     as it is for C(community.proxmox).
   - C(GET /cluster/status) (needs C(Sys.Audit) on C(/)) gives the cluster's name, quorum and members (a
     node that is not in a cluster answers with itself only).

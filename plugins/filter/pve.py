@@ -30,7 +30,8 @@ def _integer(name, value, low, high, what):
 
 def vmid(value):
     if not schema.is_integer(value) or not schema.VMID.match(str(int(value))):
-        return [(_text(value), "is not a container id: Proxmox's pve-vmid is 100 to 999999999")]
+        return [(_text(value), "is not a container id: Proxmox's pve-vmid is 100 to 999999999 (set"
+                 " pct_container_vmid or proxmox_vmid)")]  # fmt: skip
     return []
 
 

@@ -131,13 +131,13 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"proxmox_vmid": 99}, "pct_container_vmid (or proxmox_vmid) to the container id, 100 or more (now '99')"),
+        ({"proxmox_vmid": 99}, "pct_container_vmid: '99' is not a container id: Proxmox's pve-vmid is 100 to 999999999"),
         ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
         ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
         ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
          "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
         ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
-        ({"pct_container_device_mode": "666"}, "pct_container_device_mode an octal mode such as '0666'"),
+        ({"pct_container_device_mode": "666"}, "pct_container_device_mode: '666' is not an octal mode such as '0666'"),
         ({"pct_container_driver_install": False},
          f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
     ],

@@ -22,11 +22,10 @@ from pathlib import Path
 
 from . import config as pveconf
 from . import hotplug as hotplug_rules
-from . import lxc, schema
+from . import lxc, schema, storage
 from .config import ConfigError
 
 PVE_DIR = Path("/etc/pve")
-STORAGE_DIR = Path("/var/lib/vz")
 LOCK_DIR = Path("/run/lock/lxc")
 LOCK_TIMEOUT = 10  # PVE::AbstractConfig lock_config: lock_config_full($vmid, 10, ...)
 # Perl's die exits with $! when it is set, else ($? >> 8), else 255. pct's refusals are dies that are
@@ -317,16 +316,18 @@ def translate_memory() -> str:
 
 
 def storage_path(volid: str) -> Path:
-    storage, _, volume = volid.partition(":")
-    if storage != "local":
-        raise PctError(f"storage '{storage}' does not exist")
-    return STORAGE_DIR / volume.replace("vztmpl/", "template/cache/", 1)
+    try:
+        return storage.volume_path(volid)
+    except storage.StorageError as exc:
+        raise PctError(str(exc)) from None
+
+
+def rootfs_volume(conf_keys: dict) -> str:
+    return pveconf.parse_property_string(conf_keys["rootfs"], "volume")["volume"]
 
 
 def rootfs_dir(conf_keys: dict) -> str:
-    volume = pveconf.parse_property_string(conf_keys["rootfs"], "volume")["volume"]
-    name = volume.partition(":")[2]
-    return str(STORAGE_DIR / "images" / name)
+    return str(storage_path(rootfs_volume(conf_keys)))
 
 
 def cmd_create(args: list[str]) -> None:
@@ -364,18 +365,18 @@ def cmd_create(args: list[str]) -> None:
         template = storage_path(ostemplate)
         if not template.is_file():
             raise PctError(f"volume '{ostemplate}' does not exist")
-        storage = extra.get("storage", "local")
-        rootfs = values.get("rootfs", f"{storage}:4")
+        rootfs = values.get("rootfs", f"{extra.get('storage', 'local')}:4")
         spec = pveconf.parse_property_string(rootfs, "volume")
         volume = spec.pop("volume")
         match = re.fullmatch(r"([a-z][a-z0-9\-_.]*):(\d+(?:\.\d+)?)", volume)
         if not match:
             raise PctError(f"rootfs: the lab only allocates new volumes ('<storage>:<size in GiB>'), got '{volume}'")
-        if match.group(1) != "local":
-            raise PctError(f"storage '{match.group(1)}' does not exist")
-        name = f"{vmid}/subvol-{vmid}-disk-0.subvol"
+        # create_vm's $check_and_activate_storage: the storage exists, is enabled and has `rootdir` content
+        try:
+            volid, target = storage.alloc_rootfs(match.group(1), vmid)
+        except storage.StorageError as exc:
+            raise PctError(str(exc)) from None
         spec["size"] = schema.parse_size_gib(match.group(2))
-        target = STORAGE_DIR / "images" / name
         target.mkdir(parents=True, exist_ok=False)
         try:
             subprocess.run(
@@ -386,7 +387,7 @@ def cmd_create(args: list[str]) -> None:
             keys = {"arch": "amd64", "hostname": f"CT{vmid}", "memory": "512", "swap": "512"}
             # create_vm sets the options through update_pct_config + vmconfig_apply_pending: written as applied
             keys.update({key: schema.canonical(key, value) for key, value in values.items()})
-            keys["rootfs"] = pveconf.print_property_string({"volume": f"local:{name}", **spec}, "volume")
+            keys["rootfs"] = pveconf.print_property_string({"volume": volid, **spec}, "volume")
             keys["ostype"] = values.get("ostype") or detect_ostype(target)
             setup_rootfs(target, keys["hostname"])
             conf = {"main": pveconf.new_section(), "pending": pveconf.new_section(), "snapshots": {}}
@@ -394,7 +395,7 @@ def cmd_create(args: list[str]) -> None:
             conf_path(vmid).parent.mkdir(parents=True, exist_ok=True)
             save(vmid, conf)
         except BaseException:
-            shutil.rmtree(target.parent, ignore_errors=True)
+            storage.free_rootfs(volid)
             raise
     if extra.get("start") == "1":
         start(vmid)
@@ -739,7 +740,7 @@ def cmd_destroy(args: list[str]) -> None:
         keys = conf["main"]["keys"]
         if keys.get("protection") == "1":
             raise PctError("can't remove CT - protection mode enabled")
-        shutil.rmtree(Path(rootfs_dir(keys)).parent, ignore_errors=True)
+        storage.free_rootfs(rootfs_volume(keys))
         shutil.rmtree(lxc.lxc_path(vmid), ignore_errors=True)
         conf_path(vmid).unlink()
 

@@ -18,6 +18,11 @@ description:
     driver's version from O(driver_version_file), and the character device majors drivers hold now
     (C(/proc/devices); nvidia-uvm's and nvidia-caps' are dynamic).
   - The state of files (checksum, mode, owner) and of units (C(systemctl is-enabled)) on the node.
+  - With O(storage) and the container absent, the storage its root filesystem would be made on, from
+    C(pvesm status --content rootdir) (and C(pvesm status) when it is not listed there, to tell a missing
+    storage from one without C(rootdir) content) - RV(storage).
+  - When the container exists, whether its config makes it unprivileged (RV(unprivileged)), read from
+    O(config_dir).
   - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
     applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
@@ -64,6 +69,14 @@ options:
     description: When the container runs, read its boot state, NVIDIA userspace and GPUs (RV(container)).
     type: bool
     default: true
+  storage:
+    description:
+      - The storage of the container's root filesystem; read into RV(storage) when the container does not exist.
+    type: str
+  config_dir:
+    description: Where the node keeps the containers' configs (C(<vmid>.conf)).
+    type: path
+    default: /etc/pve/lxc
   pvesm:
     description: Path of C(pvesm) on the node.
     type: path
@@ -114,6 +127,50 @@ template:
     error:
       description: What C(pvesm path) said when it failed.
       type: str
+storage:
+  description:
+    - The storage O(storage) as C(pvesm status) reports it; empty unless the container is absent and O(storage) is
+      given. Sizes in KiB, as C(pvesm status) prints them.
+  returned: always
+  type: dict
+  contains:
+    name:
+      description: The storage (O(storage)).
+      type: str
+    exists:
+      description: Whether the node has a storage of that name (enabled or not).
+      type: bool
+    rootdir:
+      description: Whether it is listed by C(pvesm status --content rootdir) (enabled and holds container directories).
+      type: bool
+    type:
+      description: Its type (C(dir), C(lvmthin), C(zfspool) ...).
+      type: str
+    status:
+      description: C(active), C(inactive) or C(disabled).
+      type: str
+    total_kib:
+      description: Its size.
+      type: int
+    used_kib:
+      description: Space used.
+      type: int
+    avail_kib:
+      description: Space available.
+      type: int
+    rootdir_storages:
+      description: The names of the storages C(pvesm status --content rootdir) lists.
+      type: list
+      elements: str
+    error:
+      description: What C(pvesm) said when it failed.
+      type: str
+  sample: {name: local-lvm, exists: true, rootdir: true, type: lvmthin, status: active, total_kib: 367001600,
+           used_kib: 0, avail_kib: 367001600, rootdir_storages: [local-lvm], error: ""}
+unprivileged:
+  description: Whether the existing container is unprivileged (C(unprivileged: 1) in its config); null when absent.
+  returned: always
+  type: bool
 device_nodes:
   description: The node's NVIDIA character device nodes, sorted by path (empty without O(gpus)).
   returned: always
@@ -225,12 +282,14 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils import _nvidia as nvidia
+from ansible_collections.gpulxc.sglang.plugins.module_utils import _pct_conf as pctconf
 
 DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps/*")
 GPU_NODE = re.compile(r"/dev/nvidia([0-9]+)$")
 SMI_GPU = re.compile(r"GPU [0-9]+:")
 DEVICE_MINOR = re.compile(r"^Device Minor:\s*([0-9]+)", re.M)
 DEFAULT_PVEVERSION = "/usr/bin/pveversion"
+DEFAULT_CONFIG_DIR = "/etc/pve/lxc"
 PROC_DEVICES = "/proc/devices"
 # pve-manager's bin/pveversion print_status: "<package>: <version>[ (running kernel|version: ...)]"
 PVEVERSION_LINE = re.compile(r"^([a-z0-9][a-z0-9.+-]*): (\S+)")
@@ -342,6 +401,27 @@ def parse_container(text):
     return found
 
 
+# pve-storage src/PVE/CLI/pvesm.pm $print_status: "%-<n>s %10s %10s %15d %15d %15d % 7.2f%%" after a header line
+PVESM_STATUS_HEADER = ("Name", "Type", "Status", "Total", "(KiB)", "Used", "(KiB)", "Available", "(KiB)", "%")
+
+
+def parse_pvesm_status(text):
+    """{name: {type, status, total_kib, used_kib, avail_kib}} from `pvesm status`'s table."""
+    found = {}
+    lines = text.splitlines()
+    if not lines or tuple(lines[0].split()) != PVESM_STATUS_HEADER:
+        raise ValueError("not the table pvesm status prints: %r" % text[:200])
+    for line in lines[1:]:
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 7 or not all(f.lstrip("-").isdigit() for f in fields[3:6]):
+            raise ValueError("unexpected pvesm status line: %r" % line)
+        found[fields[0]] = {"type": fields[1], "status": fields[2], "total_kib": int(fields[3]),
+                            "used_kib": int(fields[4]), "avail_kib": int(fields[5])}  # fmt: skip
+    return found
+
+
 def parse_pveversion(text):
     """The pve-manager and pve-container versions from `pveversion -v`'s output."""
     packages = {}
@@ -380,6 +460,55 @@ class Probe:
         path = out.strip() if rc == 0 else ""
         return {"path": path, "exists": bool(path) and os.path.isfile(path), "error": "" if rc == 0 else err.strip()}
 
+    def storage(self, name):
+        """`pvesm status --content rootdir`, then `pvesm status` when the storage is not listed."""
+        found = {"name": name, "exists": False, "rootdir": False, "type": "", "status": "", "total_kib": 0,
+                 "used_kib": 0, "avail_kib": 0, "rootdir_storages": [], "error": ""}  # fmt: skip
+        listed = self.pvesm_status("--content", "rootdir")
+        if isinstance(listed, str):
+            found["error"] = listed
+            return found
+        found["rootdir_storages"] = sorted(listed)
+        if name not in listed:
+            listed = self.pvesm_status()
+            if isinstance(listed, str):
+                found["error"] = listed
+                return found
+        else:
+            found["rootdir"] = True
+        if name in listed:
+            found.update(listed[name], exists=True)
+        return found
+
+    def pvesm_status(self, *args):
+        """The parsed table, or what went wrong (a str)."""
+        rc, out, err = self.run(self.params["pvesm"], "status", *args)
+        if rc != 0:
+            return "pvesm status %s failed (rc %s): %s" % (" ".join(args), rc, (err or out).strip())
+        try:
+            return parse_pvesm_status(out)
+        except ValueError as error:
+            return str(error)
+
+    def unprivileged(self):
+        path = os.path.join(self.params["config_dir"], "%d.conf" % self.params["vmid"])
+        for _attempt in range(3):  # pmxcfs renames a config over the old one: an open can miss it for a moment
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+                break
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                self.module.fail_json(msg="cannot read %s: %s" % (path, error))
+        else:
+            return None
+        try:
+            conf = pctconf.parse(text)
+        except pctconf.PctConfError as error:
+            self.module.fail_json(msg="%s: %s" % (path, error))
+        return pctconf.normalize("unprivileged", conf["main"].get("unprivileged", "0")) == "1"
+
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()
 
@@ -411,6 +540,8 @@ def main():
             "container": {"type": "bool", "default": True},
             "pct": {"type": "path", "default": "/usr/sbin/pct"},
             "pvesm": {"type": "path", "default": "/usr/sbin/pvesm"},
+            "storage": {"type": "str"},
+            "config_dir": {"type": "path", "default": DEFAULT_CONFIG_DIR},
             "pve": {"type": "bool", "default": True},
             "pveversion": {"type": "path", "default": DEFAULT_PVEVERSION},
         },
@@ -424,6 +555,8 @@ def main():
         changed=False,
         status=status,
         template=probe.template() if status == "absent" else {},
+        storage=probe.storage(params["storage"]) if status == "absent" and params["storage"] else {},
+        unprivileged=probe.unprivileged() if status != "absent" else None,
         device_nodes=nodes,
         gpu_indexes=gpu_indexes(nodes, params["driver_version_file"]) if params["gpus"] else [],
         char_devices=char_devices() if params["gpus"] else [],

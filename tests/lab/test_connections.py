@@ -23,7 +23,7 @@ ANSIBLE = str(REPO / ".venv/bin/ansible")
 @pytest.fixture(scope="module")
 def inventory(lab_ready, tmp_path_factory):
     destroy(VMID)
-    pct("create", VMID, TEMPLATE, "--hostname", "conntest", "--unprivileged", "0", "--rootfs", "local:4")
+    pct("create", VMID, TEMPLATE, "--hostname", "conntest", "--unprivileged", "0", "--rootfs", "local-lvm:4")
     pct("start", VMID)
     path = tmp_path_factory.mktemp("inv") / "hosts.yml"
     # the lab inventory's connection settings, with this CT

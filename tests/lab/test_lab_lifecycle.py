@@ -36,14 +36,14 @@ def test_setup_refuses_a_real_proxmox_node(lab_ready):
 
 
 def test_teardown_removes_what_setup_made_then_setup_restores_it(lab_ready):
-    pct("create", 905, TEMPLATE, "--unprivileged", "0")
+    pct("create", 905, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4")
     pct("start", 905)
     proc = run(str(REPO / "lab/teardown"), "--keep-template")
     assert proc.returncode == 0, proc.stderr
     try:
         left = [path for path in LAB_MADE if os.path.lexists(path)]
         assert left == []
-        assert not Path("/var/lib/vz/images/905").exists()
+        assert not Path("/var/lib/gpulxc-lab/lvm-thin/pve/data/vm-905-disk-0").exists()
         assert not Path("/var/lib/lxc/905").exists()
         assert run("ss", "-ltn", "sport = :2222").stdout.count("LISTEN") == 0
         assert Path("/var/lib/vz/template/cache", TEMPLATE.split("/")[-1]).exists()  # --keep-template
@@ -58,7 +58,7 @@ def test_setup_recovers_a_lab_whose_processes_were_killed(lab_ready):
     state: a FUSE mount answering ENOTCONN and a stale sshd pid file. lab/setup brings both back,
     with the CT configs written before."""
     destroy(907)
-    pct("create", 907, TEMPLATE, "--unprivileged", "0")
+    pct("create", 907, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4")
     try:
         for pattern in ("pmxcfs /var/lib/gpulxc-lab/pmxcfs", "sshd -f /var/lib/gpulxc-lab/ssh/sshd_config"):
             assert run("pkill", "-KILL", "-f", pattern).returncode == 0, pattern

@@ -33,7 +33,7 @@ def ct(lab_ready, tmp_path_factory):
         "--cores",
         "2",
         "--rootfs",
-        "local:4",
+        "local-lvm:4",
         "--net0",
         "name=eth0,bridge=vmbr0,ip=dhcp",
         "--features",
@@ -62,7 +62,7 @@ def test_create_writes_proxmox_config(ct):
     assert conf["arch"] == "amd64"
     assert conf["ostype"] == "debian"
     assert conf["hostname"] == "labtest"
-    assert conf["rootfs"] == f"local:{VMID}/subvol-{VMID}-disk-0.subvol,size=4G"
+    assert conf["rootfs"] == f"local-lvm:vm-{VMID}-disk-0,size=4G"
     assert re.fullmatch(r"name=eth0,bridge=vmbr0,hwaddr=BC:24:11(:[0-9A-F]{2}){3},ip=dhcp,type=veth", conf["net0"])
     assert conf["mp0"] == f"{ct['share']},mp=/models,ro=1"
     assert "unprivileged" not in conf  # written only when true
@@ -102,6 +102,9 @@ def test_create_refusals(ct):
         "0",
         message="volume 'local:vztmpl/missing.tar.zst' does not exist",
     )
+    # a default install's `local` has no rootdir content (pve-container create_vm)
+    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local:4",
+              message="storage: storage 'local' does not support container directories")  # fmt: skip
     proc = pct_fails(
         "create",
         OTHER,
@@ -347,7 +350,7 @@ def test_destroy(ct):
     pct("start", VMID)
     pct_fails("destroy", VMID, message=f"unable to destroy CT {VMID} - container is running")
     pct("stop", VMID)
-    rootfs = Path(f"/var/lib/vz/images/{VMID}")
+    rootfs = Path(f"/var/lib/gpulxc-lab/lvm-thin/pve/data/vm-{VMID}-disk-0")  # local-lvm
     assert rootfs.exists()
     pct("destroy", VMID)
     assert not rootfs.exists()

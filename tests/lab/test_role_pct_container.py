@@ -131,13 +131,17 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"proxmox_vmid": 99}, "pct_container_vmid (or proxmox_vmid) to the container id, 100 or more (now '99')"),
+        ({"proxmox_vmid": 99}, "pct_container_vmid: '99' is not a container id: Proxmox's pve-vmid is 100 to"),
         ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
         ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
         ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
          "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
         ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
-        ({"pct_container_device_mode": "666"}, "pct_container_device_mode an octal mode such as '0666'"),
+        ({"pct_container_rootfs_storage": "local"},
+         "pct_container_rootfs_storage ('local') on lab-pve does not hold containers (Proxmox: storage 'local' does not"
+         " support container directories"),
+        ({"pct_container_rootfs_size_gb": 100000}, "on lab-pve has"),
+        ({"pct_container_device_mode": "666"}, "pct_container_device_mode: '666' is not an octal mode such as '0666'"),
         ({"pct_container_driver_install": False},
          f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
     ],
@@ -148,6 +152,58 @@ def test_bad_input_fails_before_any_change(inventory, extra, message):
     assert message in " ".join(proc.stdout.split()), proc.stdout[-3000:]
     assert changed == 0
     assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
+
+
+# One refused run per class of gpulxc.sglang.pve_errors (tests/unit/plugins/filter/test_pve.py has several values
+# per class), on one converged CT: each fails in the preflight, and the CT's config stays byte for byte as it was.
+REFUSED = {
+    "net0 property string": ({"pct_container_net0": "name=eth0,bridge=vmbr0,ip=dhcpx"},
+                             ["pct_container_net0: 'ip=dhcpx' net0.ip: invalid format"]),
+    "features property string": ({"pct_container_features": ["nesting=1", "nesting=0"]},
+                                 ["pct_container_features: 'nesting=0' features.duplicate key"]),
+    "hostname": ({"pct_container_hostname": "ct_920"}, ["pct_container_hostname: 'ct_920' is not a DNS label"]),
+    "storage and template names": ({"pct_container_rootfs_storage": "local lvm"},
+                                   ["pct_container_rootfs_storage: 'local lvm' is not a storage ID"]),
+    "sizes not positive": ({"pct_container_rootfs_size_gb": 0, "pct_container_shm_size_gb": 0},
+                           ["pct_container_rootfs_size_gb: '0' must be a size in GiB above 0",
+                            "pct_container_shm_size_gb: '0' is out of range"]),
+    "resources outside $confdesc": ({"pct_container_cores": 8193, "pct_container_swap_mb": -1},
+                                    ["pct_container_cores: '8193' is out of range; Proxmox's cores is 1 to 8192",
+                                     "pct_container_swap_mb: '-1' is out of range"]),
+    "mount paths and options": ({"pct_container_mounts": [{"host_path": "/srv/../etc", "ct_path": "/mnt/m,x"}]},
+                                ["pct_container_mounts: '/srv/../etc' entry 0: host_path: /srv/../etc contains illegal",
+                                 "pct_container_mounts: '/mnt/m,x' entry 0: ct_path must not hold ','"]),
+    "lists that repeat": ({"pct_container_gpus": [0, 0],
+                           "pct_container_mounts": [{"host_path": "/a", "ct_path": "/m"},
+                                                    {"host_path": "/b", "ct_path": "/m"}]},
+                          ["pct_container_gpus: '0' is listed more than once",
+                           "pct_container_mounts: '/m' is the ct_path of more than one mount"]),
+    "device mode and gid": ({"pct_container_device_mode": "0668", "pct_container_device_gid": "video"},
+                            ["pct_container_device_mode: '0668' is not an octal mode",
+                             "pct_container_device_gid: 'video' is not an integer"]),
+    "unprivileged changed": ({"pct_container_unprivileged": True},
+                             [f"CT {VMID} exists and is privileged, but pct_container_unprivileged is true"]),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def converged_config(inventory):
+    converged(inventory)
+    return Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_input_proxmox_refuses_fails_in_the_preflight_and_leaves_the_config_as_it_was(inventory, converged_config,
+                                                                                       name):  # fmt: skip
+    extra, messages = REFUSED[name]
+    proc, changed = site(inventory, "-e", json.dumps(extra))
+    assert proc.returncode != 0 and changed == 0
+    out = " ".join(proc.stdout.split())
+    assert "pct_container : Check the role's input and that the node can take the container" in out, out[-3000:]
+    for message in messages:
+        assert message in out, (message, out[-3000:])
+    text = Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
+    assert text == converged_config and b"[pve:pending]" not in text
 
 
 def test_a_missing_gpu_node_is_made_again(inventory):

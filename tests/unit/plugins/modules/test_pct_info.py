@@ -36,11 +36,14 @@ def node(tmp_path, monkeypatch, module_exits):
     pveversion = tmp_path / "pveversion"
     pveversion.write_text("")
     monkeypatch.setattr(pct_info, "DEFAULT_PVEVERSION", str(pveversion))
+    (tmp_path / "lxc").mkdir()
+    monkeypatch.setattr(pct_info, "DEFAULT_CONFIG_DIR", str(tmp_path / "lxc"))
+    state["lxc"] = tmp_path / "lxc"
 
     def run_command(self, args, **kwargs):
         state["calls"].append(args)
         if args[0].endswith("pvesm"):
-            return state["pvesm"]
+            return state["pvesm"][tuple(args[1:])] if isinstance(state["pvesm"], dict) else state["pvesm"]
         if args[0].endswith("pveversion"):
             return state["pveversion"]
         if args[0] == "systemctl":
@@ -229,3 +232,66 @@ def test_the_gpus_the_driver_lists_count_when_their_nodes_are_gone(node, tmp_pat
     ok, result = run(container=False, driver_version_file=str(proc / "version"))
     assert ok and result["gpu_indexes"] == [0, 3]
     assert "/dev/nvidia0" not in [n["path"].rsplit("/dev", 1)[1] for n in result["device_nodes"]]
+
+
+def pvesm_answers(layout):
+    """What pvesm status prints on a default install of that layout (tests/unit/fixtures/pct/README.md)."""
+    rootdir = (PCT / f"pvesm-status-{layout}-rootdir.txt").read_text()
+    return {("status",): (0, (PCT / f"pvesm-status-{layout}.txt").read_text(), ""),
+            ("status", "--content", "rootdir"): (0, rootdir, "")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("layout", "name", "expected"),
+    [
+        ("lvmthin", "local-lvm", (True, True, "lvmthin", 806548467)),
+        ("lvmthin", "local", (True, False, "dir", 82400468)),
+        ("lvmthin", "local-zfs", (False, False, "", 0)),
+        ("zfs", "local-zfs", (True, True, "zfspool", 1793237376)),
+        ("zfs", "local-lvm", (False, False, "", 0)),
+    ],
+)
+def test_the_rootfs_storage_from_pvesm_status(node, layout, name, expected):
+    node["status"] = (2, "", "Configuration file 'nodes/pve1/lxc/200.conf' does not exist\n")
+    node["pvesm"] = pvesm_answers(layout)
+    ok, result = run(storage=name)
+    assert ok, result
+    storage = result["storage"]
+    assert (storage["exists"], storage["rootdir"], storage["type"], storage["avail_kib"]) == expected
+    rootdir = expected[1]
+    assert storage["rootdir_storages"] == ["local-lvm" if layout == "lvmthin" else "local-zfs"]
+    assert storage["error"] == ""
+    # pvesm status without --content only when the storage is not a rootdir one
+    assert len([c for c in node["calls"] if c[1:2] == ["status"] and c[0].endswith("pvesm")]) == (1 if rootdir else 2)
+
+
+def test_the_storage_is_read_only_for_a_container_to_create(node):
+    node["pvesm"] = pvesm_answers("lvmthin")
+    ok, result = run(storage="local-lvm")
+    assert ok and result["storage"] == {}
+    assert not [c for c in node["calls"] if c[0].endswith("pvesm")]
+
+
+def test_pvesm_failing_or_printing_something_else_says_why(node):
+    node["status"] = (2, "", "Configuration file 'nodes/pve1/lxc/200.conf' does not exist\n")
+    node["pvesm"] = {("status", "--content", "rootdir"): (2, "", "ipcc_send_rec[1] failed: Connection refused\n")}
+    ok, result = run(storage="local-lvm")
+    assert ok and "pvesm status --content rootdir failed (rc 2): ipcc_send_rec[1] failed" in result["storage"]["error"]
+    node["pvesm"] = {("status", "--content", "rootdir"): (0, "local-lvm lvmthin active 1 2 3 4%\n", "")}
+    ok, result = run(storage="local-lvm")
+    assert "not the table pvesm status prints" in result["storage"]["error"]
+
+
+@pytest.mark.parametrize(("line", "unprivileged"), [("unprivileged: 1\n", True), ("", False),
+                                                     ("unprivileged: 0\n", False)])  # fmt: skip
+def test_whether_the_existing_container_is_unprivileged(node, line, unprivileged):
+    node["status"] = (0, "status: stopped\n", "")
+    (node["lxc"] / "200.conf").write_text((PCT / "200-converged.conf").read_text() + line)
+    ok, result = run()
+    assert ok and result["unprivileged"] is unprivileged
+
+
+def test_unprivileged_is_none_for_a_container_to_create(node):
+    node["status"] = (2, "", "Configuration file 'nodes/pve1/lxc/200.conf' does not exist\n")
+    ok, result = run()
+    assert ok and result["unprivileged"] is None

@@ -168,7 +168,7 @@ storage:
   sample: {name: local-lvm, exists: true, rootdir: true, type: lvmthin, status: active, total_kib: 367001600,
            used_kib: 0, avail_kib: 367001600, rootdir_storages: [local-lvm], error: ""}
 unprivileged:
-  description: Whether the existing container is unprivileged (C(unprivileged: 1) in its config); null when absent.
+  description: Whether the existing container is unprivileged (its config says C(unprivileged) 1); null when absent.
   returned: always
   type: bool
 device_nodes:

@@ -295,7 +295,8 @@ def test_documentation_renders():
     # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
-                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version"}  # fmt: skip
+                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version", "devices", "mounts",
+                                   "owned_devices", "gpu_users"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))
 
 

@@ -123,21 +123,15 @@ def normalize(key, value):
         return {k: BOOL_VALUES.get(str(v).lower(), v) if k in bools else v for k, v in parsed.items()}
     if key in ("onboot", "protection", "unprivileged", "template", "console", "debug"):
         return BOOL_VALUES.get(str(value).lower(), str(value))
-    if key == "tags":
-        return unique_tags(value)
-    if key in ("nameserver", "searchdomain"):
-        # pve-container verify_nameserver_list / verify_searchdomain_list: split_list, joined by a space
-        return " ".join(split_list(value))
-    if key == "startup":
-        return parse_property_string(value, "order")
-    if key == "cpulimit":
-        try:
-            return "%g" % float(value)
-        except ValueError:
-            return str(value)
-    if key == "description":
-        return str(value).rstrip("\n")
-    return str(value)
+    special = NORMALIZE.get(key)
+    return special(value) if special else str(value)
+
+
+def _number(value):
+    try:
+        return "%g" % float(value)
+    except ValueError:
+        return str(value)
 
 
 def split_list(value):
@@ -152,6 +146,19 @@ def unique_tags(value):
         value = ";".join(str(v) for v in value)
     return ";".join(sorted({tag.lower() for tag in split_list(value)}))
 
+
+# Settings Proxmox rewrites or reads in a form of its own (pve-container update_pct_config).
+NORMALIZE = {
+    "tags": unique_tags,
+    # verify_nameserver_list / verify_searchdomain_list: split_list, joined by a space
+    "nameserver": lambda value: " ".join(split_list(value)),
+    "searchdomain": lambda value: " ".join(split_list(value)),
+    # pve-common pve_parse_startup_order: order (bare or order=), up, down
+    "startup": lambda value: parse_property_string(value, "order"),
+    "cpulimit": _number,
+    # a description is written as comment lines, read back without the last newline
+    "description": lambda value: str(value).rstrip("\n"),
+}
 
 # pve-container Config.pm: MAX_MOUNT_POINTS and MAX_DEVICES (mp0..mp255, dev0..dev255).
 MAX_INDEX = 256
@@ -172,7 +179,7 @@ def identity(fam, value):
     return parse_property_string(value, PROPERTY_KEYS[fam][0]).get(IDENTITY[fam], "")
 
 
-def plan_indexed(fam, current, desired, owned=(), exclusive=False, reserved=()):
+def plan_indexed(fam, current, desired, *, owned=(), exclusive=False, reserved=()):
     """Place the wanted devN/mpN values (a list) among the container's keys of that family.
 
     A wanted value whose path (devN) or mount point (mpN) is already there keeps its index; a new one takes
@@ -184,7 +191,7 @@ def plan_indexed(fam, current, desired, owned=(), exclusive=False, reserved=()):
     """
     have = {k: v for k, v in current.items() if family(k) == fam and k not in reserved}
     by_id = {}
-    for key in sorted(have, key=lambda k: int(k[len(fam):])):
+    for key in sorted(have, key=lambda k: int(k[len(fam) :])):
         by_id.setdefault(identity(fam, have[key]), key)
     patterns = [re.compile(p) for p in owned]
     wanted = {}
@@ -198,9 +205,9 @@ def plan_indexed(fam, current, desired, owned=(), exclusive=False, reserved=()):
         seen.add(name)
         key = by_id.get(name)
         if key and fam == "mp" and mount_type(have[key]) == "volume" and mount_type(value) != "volume":
-            raise PctConfError("%s: %s is the storage volume %s mounted at %s; a bind mount cannot replace it "
-                               "(mount it elsewhere, or detach the volume yourself)"
-                               % (fam, key, parse_property_string(have[key], "volume").get("volume"), name))  # fmt: skip
+            volume = parse_property_string(have[key], "volume").get("volume")
+            why = "a bind mount cannot replace it (mount it elsewhere, or detach the volume yourself)"
+            raise PctConfError("%s: %s is the storage volume %s mounted at %s; %s" % (fam, key, volume, name, why))
         if key is None:
             taken = set(have) | set(wanted) | set(reserved)
             key = next("%s%d" % (fam, n) for n in range(MAX_INDEX) if "%s%d" % (fam, n) not in taken)
@@ -231,13 +238,16 @@ def matches(key, desired, current):
         return False
     want, have = normalize(key, desired), normalize(key, current)
     if isinstance(want, dict):
-        filled = PROPERTY_KEYS[family(key)][1]
+        filled = PROPERTY_KEYS.get(family(key), (None, ()))[1]
         have = {k: v for k, v in have.items() if k in want or k not in filled}
     return want == have
 
 
 def to_pct_value(key, desired, current):
-    """The value to send for key: net keeps its current MAC unless one is asked for."""
+    """The value to send for key: net keeps its current MAC unless one is asked for; a setting Proxmox
+    rewrites itself (tags, startup ...) as asked."""
+    if key in NORMALIZE:
+        return str(desired)
     value = normalize(key, desired)
     if family(key) == "net" and current is not None:
         have = parse_property_string(current)

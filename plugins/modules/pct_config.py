@@ -97,8 +97,9 @@ options:
   gpu_users:
     description:
       - Read only. When set, the module changes nothing and only returns RV(gpu_users), the GPUs
-        (C(/dev/nvidiaN) in a C(devN)) of every container config in this directory
-        (C(/etc/pve/nodes/<node>/lxc)), and ignores the other options but O(vmid).
+        (C(/dev/nvidiaN) in a C(devN), current or pending, or in a raw C(lxc.mount.entry)) of every
+        other container config in this directory (C(/etc/pve/lxc), the node's
+        C(/etc/pve/nodes/<node>/lxc)); it ignores the other options but O(vmid).
     type: path
   lxc:
     description:
@@ -202,7 +203,9 @@ kept:
   description: The C(devN) and C(mpN) keys the inventory does not name that stay, with the reason.
   returned: always
   type: dict
-  sample: {dev5: "/dev/fuse, not in the inventory: kept", mp1: "storage volume local-lvm:vm-200-disk-1 at /data: never detached"}
+  sample:
+    dev5: "/dev/fuse, not in the inventory: kept"
+    mp1: "storage volume local-lvm:vm-200-disk-1 at /data: never detached"
 gpu_users:
   description: With O(gpu_users), the GPU indexes of each other container's C(devN) (current or pending), by vmid.
   returned: when O(gpu_users) is set
@@ -345,23 +348,7 @@ class PctConfig:
                     emptied.add(key)
             elif not pctconf.matches(key, desired, current.get(key)):
                 values[key] = pctconf.to_pct_value(key, desired, current.get(key))
-        families = set(self.params["exclusive"])
-        deleted = set(emptied)
-        for fam, option in (("dev", "devices"), ("mp", "mounts")):
-            wanted, gone, kept = self.plan(fam, option, current)
-            for key, desired in wanted.items():
-                if not pctconf.matches(key, desired, current.get(key)):
-                    values[key] = pctconf.to_pct_value(key, desired, current.get(key))
-            deleted.update(gone)
-            self.result["kept"].update(kept)
-        for key in current:
-            if pctconf.family(key) in families and key not in self.params["config"] and key not in self.result["kept"]:
-                if self.params[{"dev": "devices", "mp": "mounts"}.get(pctconf.family(key), "config")] is None:
-                    if pctconf.family(key) == "mp" and pctconf.mount_type(current[key]) == "volume":
-                        self.result["kept"][key] = "storage volume: never detached"
-                    else:
-                        deleted.add(key)
-        deleted = sorted(deleted)
+        deleted = sorted(emptied | self.plan_families(current, values))
         remove, add = pctconf.plan_raw_lines(conf["lxc"], self.desired_lxc, self.params["lxc_exclusive"])
         after = dict(current)
         after.update(values)
@@ -388,14 +375,40 @@ class PctConfig:
         if remove or add:
             self.write_raw_lines(remove, add)
 
+    def plan_families(self, current, values):
+        """Add the devN/mpN values to send to `values`; the keys to delete (exclusive families, owned devN)."""
+        deleted = set()
+        for fam, option in (("dev", "devices"), ("mp", "mounts")):
+            wanted, gone, kept = self.plan(fam, option, current)
+            for key, desired in wanted.items():
+                if not pctconf.matches(key, desired, current.get(key)):
+                    values[key] = pctconf.to_pct_value(key, desired, current.get(key))
+            deleted.update(gone)
+            self.result["kept"].update(kept)
+        # families owned whole, set key by key in config (without the devices/mounts lists)
+        listed = {"dev": "devices", "mp": "mounts"}
+        for key, value in current.items():
+            fam = pctconf.family(key)
+            if fam not in self.params["exclusive"] or key in self.params["config"] or key in self.result["kept"]:
+                continue
+            if fam in listed and self.params[listed[fam]] is not None:
+                continue  # planned above
+            if fam == "mp" and pctconf.mount_type(value) == "volume":
+                self.result["kept"][key] = "storage volume: never detached"
+            else:
+                deleted.add(key)
+        return deleted
+
     def plan(self, fam, option, current):
         """(wanted, deleted, kept) for the devN or mpN list option; nothing when it is not given."""
         if self.params[option] is None:
             return {}, [], {}
         owned = self.params["owned_devices"] if fam == "dev" else ()
         try:
-            return pctconf.plan_indexed(fam, current, self.params[option], owned, fam in self.params["exclusive"],
-                                        reserved=set(self.params["config"]))  # fmt: skip
+            reserved = set(self.params["config"])
+            exclusive = fam in self.params["exclusive"]
+            wanted = self.params[option]
+            return pctconf.plan_indexed(fam, current, wanted, owned=owned, exclusive=exclusive, reserved=reserved)
         except pctconf.PctConfError as exc:
             self.module.fail_json(msg="%s: %s" % (option, exc))
             raise
@@ -458,13 +471,15 @@ def gpu_users(directory, vmid):
                 conf = pctconf.parse(handle.read())
         except (OSError, pctconf.PctConfError):
             continue
-        indexes = set()
-        for section in (conf["main"], conf["pending"]):
-            for key, value in section.items():
-                if pctconf.family(key) == "dev":
-                    gpu = re.fullmatch(r"/dev/nvidia([0-9]+)", pctconf.identity("dev", value))
-                    if gpu:
-                        indexes.add(int(gpu.group(1)))
+        paths = [
+            pctconf.identity("dev", value)
+            for section in (conf["main"], conf["pending"])
+            for key, value in section.items()
+            if pctconf.family(key) == "dev"
+        ]
+        # the lxc passthrough mode's bind mount lines (lxc.mount.entry: /dev/nvidiaN dev/nvidiaN ...)
+        paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
+        indexes = {int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu}
         if indexes:
             found[match.group(1)] = sorted(indexes)
     return found

@@ -185,7 +185,7 @@ def plan_indexed(fam, current, desired, *, owned=(), exclusive=False, reserved=(
     A wanted value whose path (devN) or mount point (mpN) is already there keeps its index; a new one takes
     the lowest index no current key uses. A current key nobody asks for goes when it is owned (its path
     matches one of the `owned` patterns) or `exclusive` is set, else it stays; a storage-backed mpN
-    always stays (detaching it leaves the volume as unusedN, deleting a pending one destroys it).
+    always stays (Proxmox detaches its volume as unusedN, whose delete destroys the data).
     Keys in `reserved` (set elsewhere) are neither matched nor given.
     Returns ({key: value} wanted, [keys deleted], {key: why it stays}).
     """

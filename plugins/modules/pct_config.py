@@ -87,9 +87,9 @@ options:
     description:
       - Key families this module owns completely, for example V(dev) or V(mp). A key of such a family
         that is not in O(config) (or O(devices), O(mounts)) is deleted (a stray C(devN), a bind mount no
-        longer wanted). A storage-backed C(mpN) (C(<storage>:<volume>)) is never deleted, as Proxmox would
-        leave its volume as C(unusedN), or destroy it when the C(mpN) was only pending; it is listed in
-        RV(kept).
+        longer wanted). A storage-backed C(mpN) (C(<storage>:<volume>)) is never deleted (Proxmox
+        detaches its volume as C(unusedN), whose delete destroys the data); it is
+        listed in RV(kept).
     type: list
     elements: str
     choices: [dev, mp, net]

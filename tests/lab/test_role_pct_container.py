@@ -399,20 +399,21 @@ def test_an_unnamed_devn_and_a_storage_backed_mpn_survive_a_run(inventory):
 
 def test_two_containers_asking_for_the_same_gpu_are_refused_before_any_change(inventory):
     """CT 922, outside the inventory, passes GPU 2 through (its config on the node): CT 920, asking for all
-    GPUs, is refused naming both and the GPU, its config byte-identical; declaring the sharing lets it pass."""
+    GPUs without declaring the sharing, is refused naming both and the GPU, its config byte-identical; the
+    lab inventory declares the sharing (its suites' CTs share the simulated GPUs), which lets it pass."""
     converged(inventory)
     other = Path("/etc/pve/lxc/922.conf")
     other.write_text("arch: amd64\ndev0: /dev/nvidia2,mode=0666\nhostname: other\nmemory: 512\nostype: debian\n")
     try:
         before = conf_text(VMID)
-        proc, changed = site(inventory)
+        proc, changed = site(inventory, "-e", json.dumps({"pct_container_gpus_shared": False}))
         assert proc.returncode != 0
         said = " ".join(proc.stdout.split())
         assert "CT 920 (ct920) asks for GPU(s) 0, 1, 2" in said, proc.stdout[-3000:]
         assert "CT 922 (not in the inventory) passes GPU 2 through now" in said, proc.stdout[-3000:]
         assert changed == 0
         assert conf_text(VMID) == before
-        proc, changed = site(inventory, "-e", json.dumps({"pct_container_gpus_shared": True}))
+        proc, changed = site(inventory)
         assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
     finally:
         other.unlink()

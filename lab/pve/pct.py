@@ -237,6 +237,16 @@ def set_pending_delete(pending: dict, keys: list[str]) -> None:
         pending.pop("delete", None)
 
 
+def rewritten(key: str, value: str) -> str:
+    """What update_pct_config stores for a value it rewrites: tags by get_unique_tags (default tag-style:
+    lower-cased, sorted, unique, ';'), nameserver/searchdomain split_list joined by a space."""
+    if key == "tags":
+        return ";".join(sorted({tag.lower() for tag in split_list(value)}))
+    if key in ("nameserver", "searchdomain"):
+        return " ".join(split_list(value))
+    return value
+
+
 def update_config(vmid: int, conf: dict, values: dict[str, str], delete: list[str], revert: list[str]) -> None:
     """update_pct_config: every change goes to pending first; a stopped CT applies the call's keys,
     a running CT hot-plugs what it can (new devN/mpN, memory, fast-plug keys) and keeps the rest pending.
@@ -264,7 +274,7 @@ def update_config(vmid: int, conf: dict, values: dict[str, str], delete: list[st
     for key, value in values.items():
         if key in schema.READ_ONLY:
             raise PctError(f"unable to modify read-only option: '{key}'")
-        pending[key] = value
+        pending[key] = rewritten(key, value)
         set_pending_delete(pending, [k for k in split_list(pending.get("delete", "")) if k != key])
     # cleanup_pending: drop pending values equal to the current ones, and deletes of unset keys
     for key in [k for k in pending if k != "delete" and main.get(k) == pending[k]]:

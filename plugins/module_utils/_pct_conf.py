@@ -10,6 +10,7 @@ and snapshot sections, each after a blank line.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 KEY_RE = re.compile(r"^([a-z][a-z_]*\d*):\s*(.+?)\s*$")
 RAW_RE = re.compile(r"^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$")
@@ -44,8 +45,14 @@ def parse(text):
     """{'main': {key: value}, 'lxc': [(key, value)], 'pending': {key: value}, 'snapshots': [names]}."""
     conf = {"main": {}, "lxc": [], "pending": {}, "snapshots": []}
     section = "main"
+    description = []
     for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
+        if line.startswith("#"):
+            # the description: pve-container parse_pct_config decodes each comment line (decode_text)
+            if section == "main":
+                description.append(unquote(line[1:]))
+            continue
+        if not line.strip():
             continue
         match = SECTION_RE.match(line)
         if match:
@@ -67,6 +74,8 @@ def parse(text):
             # `features: ` (what `pct set --features ''` writes): no value, as Proxmox reads it
             continue
         conf[section][match.group(1)] = match.group(2)
+    if description and "description" not in conf["main"]:
+        conf["main"]["description"] = "\n".join(description)
     return conf
 
 
@@ -114,7 +123,108 @@ def normalize(key, value):
         return {k: BOOL_VALUES.get(str(v).lower(), v) if k in bools else v for k, v in parsed.items()}
     if key in ("onboot", "protection", "unprivileged", "template", "console", "debug"):
         return BOOL_VALUES.get(str(value).lower(), str(value))
-    return str(value)
+    special = NORMALIZE.get(key)
+    return special(value) if special else str(value)
+
+
+def _number(value):
+    try:
+        return "%g" % float(value)
+    except ValueError:
+        return str(value)
+
+
+def split_list(value):
+    """pve-common PVE::Tools::split_list: items separated by NUL, ';', ',' or white space."""
+    return [item for item in re.split(r"[\0;,\s]+", str(value)) if item]
+
+
+def unique_tags(value):
+    """Tags as pve-guest-common get_unique_tags writes them with the default tag-style: lower-cased, sorted
+    case-insensitively, duplicates dropped, joined by ';'."""
+    if isinstance(value, (list, tuple)):
+        value = ";".join(str(v) for v in value)
+    return ";".join(sorted({tag.lower() for tag in split_list(value)}))
+
+
+# Settings Proxmox rewrites or reads in a form of its own (pve-container update_pct_config).
+NORMALIZE = {
+    "tags": unique_tags,
+    # verify_nameserver_list / verify_searchdomain_list: split_list, joined by a space
+    "nameserver": lambda value: " ".join(split_list(value)),
+    "searchdomain": lambda value: " ".join(split_list(value)),
+    # pve-common pve_parse_startup_order: order (bare or order=), up, down
+    "startup": lambda value: parse_property_string(value, "order"),
+    "cpulimit": _number,
+    # a description is written as comment lines, read back without the last newline
+    "description": lambda value: str(value).rstrip("\n"),
+}
+
+# pve-container Config.pm: MAX_MOUNT_POINTS and MAX_DEVICES (mp0..mp255, dev0..dev255).
+MAX_INDEX = 256
+IDENTITY = {"dev": "path", "mp": "mp"}
+
+
+def mount_type(value):
+    """pve-container classify_mountpoint: a volume starting with '/' is a bind mount ('device' under
+    /dev/), anything else a storage volume (<storage>:<volume>)."""
+    volume = parse_property_string(value, "volume").get("volume", "")
+    if volume.startswith("/"):
+        return "device" if volume.startswith("/dev/") else "bind"
+    return "volume"
+
+
+def identity(fam, value):
+    """What names a devN (its path) or an mpN (its mount point in the container), whatever its index."""
+    return parse_property_string(value, PROPERTY_KEYS[fam][0]).get(IDENTITY[fam], "")
+
+
+def plan_indexed(fam, current, desired, *, owned=(), exclusive=False, reserved=()):
+    """Place the wanted devN/mpN values (a list) among the container's keys of that family.
+
+    A wanted value whose path (devN) or mount point (mpN) is already there keeps its index; a new one takes
+    the lowest index no current key uses. A current key nobody asks for goes when it is owned (its path
+    matches one of the `owned` patterns) or `exclusive` is set, else it stays; a storage-backed mpN
+    always stays (Proxmox detaches its volume as unusedN, whose delete destroys the data).
+    Keys in `reserved` (set elsewhere) are neither matched nor given.
+    Returns ({key: value} wanted, [keys deleted], {key: why it stays}).
+    """
+    have = {k: v for k, v in current.items() if family(k) == fam and k not in reserved}
+    by_id = {}
+    for key in sorted(have, key=lambda k: int(k[len(fam) :])):
+        by_id.setdefault(identity(fam, have[key]), key)
+    patterns = [re.compile(p) for p in owned]
+    wanted = {}
+    seen = set()
+    for value in desired:
+        name = identity(fam, value)
+        if not name:
+            raise PctConfError("%s: '%s' names no %s" % (fam, value, IDENTITY[fam]))
+        if name in seen:
+            raise PctConfError("%s: %s is asked for twice" % (fam, name))
+        seen.add(name)
+        key = by_id.get(name)
+        if key and fam == "mp" and mount_type(have[key]) == "volume" and mount_type(value) != "volume":
+            volume = parse_property_string(have[key], "volume").get("volume")
+            why = "a bind mount cannot replace it (mount it elsewhere, or detach the volume yourself)"
+            raise PctConfError("%s: %s is the storage volume %s mounted at %s; %s" % (fam, key, volume, name, why))
+        if key is None:
+            taken = set(have) | set(wanted) | set(reserved)
+            key = next("%s%d" % (fam, n) for n in range(MAX_INDEX) if "%s%d" % (fam, n) not in taken)
+        wanted[key] = value
+    deleted, kept = [], {}
+    for key, value in have.items():
+        if key in wanted:
+            continue
+        name = identity(fam, value)
+        if fam == "mp" and mount_type(value) == "volume":
+            kept[key] = "storage volume %s at %s: never detached" % (parse_property_string(value, "volume")["volume"],
+                                                                    name)  # fmt: skip
+        elif exclusive or any(p.search(name) for p in patterns):
+            deleted.append(key)
+        else:
+            kept[key] = "%s, not in the inventory: kept" % name
+    return wanted, sorted(deleted), kept
 
 
 def is_empty(value):
@@ -128,13 +238,16 @@ def matches(key, desired, current):
         return False
     want, have = normalize(key, desired), normalize(key, current)
     if isinstance(want, dict):
-        filled = PROPERTY_KEYS[family(key)][1]
+        filled = PROPERTY_KEYS.get(family(key), (None, ()))[1]
         have = {k: v for k, v in have.items() if k in want or k not in filled}
     return want == have
 
 
 def to_pct_value(key, desired, current):
-    """The value to send for key: net keeps its current MAC unless one is asked for."""
+    """The value to send for key: net keeps its current MAC unless one is asked for; a setting Proxmox
+    rewrites itself (tags, startup ...) as asked."""
+    if key in NORMALIZE:
+        return str(desired)
     value = normalize(key, desired)
     if family(key) == "net" and current is not None:
         have = parse_property_string(current)

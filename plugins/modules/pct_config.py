@@ -61,14 +61,46 @@ options:
         C(mp0), C(dev0) ...). Values are strings, numbers or booleans.
     type: dict
     default: {}
+  devices:
+    description:
+      - C(devN) values the container must have (C(/dev/nvidia0,mode=0666)), known by their path, not by an
+        index. A path already passed through keeps its C(devN); a new one takes the lowest index no C(devN)
+        of the container uses, so a C(devN) added by hand survives and nothing collides with it.
+      - Without it, C(devN) keys are only those in O(config).
+    type: list
+    elements: str
+  mounts:
+    description:
+      - C(mpN) values the container must have (C(/srv/models,mp=/models,ro=1)), known by their mount point
+        in the container (C(mp=)), placed as O(devices) are.
+    type: list
+    elements: str
+  owned_devices:
+    description:
+      - Regular expressions on a C(devN) path; a C(devN) whose path matches one and that O(devices) does not
+        name is deleted (a GPU no longer wanted). Any other C(devN) the inventory does not name is kept,
+        unless O(exclusive) has V(dev).
+    type: list
+    elements: str
+    default: []
   exclusive:
     description:
       - Key families this module owns completely, for example V(dev) or V(mp). A key of such a family
-        that is not in O(config) is deleted (a GPU no longer wanted, a stray C(devN)).
+        that is not in O(config) (or O(devices), O(mounts)) is deleted (a stray C(devN), a bind mount no
+        longer wanted). A storage-backed C(mpN) (C(<storage>:<volume>)) is never deleted (Proxmox
+        detaches its volume as C(unusedN), whose delete destroys the data); it is
+        listed in RV(kept).
     type: list
     elements: str
     choices: [dev, mp, net]
     default: []
+  gpu_users:
+    description:
+      - Read only. When set, the module changes nothing and only returns RV(gpu_users), the GPUs
+        (C(/dev/nvidiaN) in a C(devN), current or pending, or in a raw C(lxc.mount.entry)) of every
+        other container config in this directory (C(/etc/pve/lxc), the node's
+        C(/etc/pve/nodes/<node>/lxc)); it ignores the other options but O(vmid).
+    type: path
   lxc:
     description:
       - "Raw lines the main section must contain, each C(lxc.<key>: <value>)."
@@ -167,6 +199,18 @@ config:
   description: The container's config after the run (current values; pending ones in RV(pending)).
   returned: always
   type: dict
+kept:
+  description: The C(devN) and C(mpN) keys the inventory does not name that stay, with the reason.
+  returned: always
+  type: dict
+  sample:
+    dev5: "/dev/fuse, not in the inventory: kept"
+    mp1: "storage volume local-lvm:vm-200-disk-1 at /data: never detached"
+gpu_users:
+  description: With O(gpu_users), the GPU indexes of each other container's C(devN) (current or pending), by vmid.
+  returned: when O(gpu_users) is set
+  type: dict
+  sample: {"201": [0, 1]}
 """
 
 import contextlib
@@ -194,7 +238,8 @@ class PctConfig:
         self.vmid = self.params["vmid"]
         self.path = os.path.join(self.params["config_dir"], "%d.conf" % self.vmid)
         self.result = {"changed": False, "created": False, "set": {}, "deleted": [], "lxc_added": [],
-                       "lxc_removed": [], "pending": [], "restart_required": False, "running": False}  # fmt: skip
+                       "lxc_removed": [], "pending": [], "restart_required": False, "running": False,
+                       "kept": {}}  # fmt: skip
         try:
             self.desired_lxc = [pctconf.parse_raw_line(line) for line in self.params["lxc"]]
         except pctconf.PctConfError as exc:
@@ -278,6 +323,8 @@ class PctConfig:
             self.module.fail_json(msg="CT %d does not exist on this node (%s missing) and no ostemplate was given"
                                   % (self.vmid, self.path))  # fmt: skip
         asked = {**self.params["create_options"], **self.params["config"]}
+        for fam, option in (("dev", "devices"), ("mp", "mounts")):
+            asked.update(self.plan(fam, option, {})[0])
         values = {k: pctconf.to_pct_value(k, v, None) for k, v in asked.items() if not pctconf.is_empty(v)}
         self.result.update(changed=True, created=True, set=values, lxc_added=[": ".join(e) for e in self.desired_lxc])
         if self.module._diff:
@@ -301,10 +348,7 @@ class PctConfig:
                     emptied.add(key)
             elif not pctconf.matches(key, desired, current.get(key)):
                 values[key] = pctconf.to_pct_value(key, desired, current.get(key))
-        families = set(self.params["exclusive"])
-        deleted = sorted(
-            emptied | {k for k in current if pctconf.family(k) in families and k not in self.params["config"]}
-        )
+        deleted = sorted(emptied | self.plan_families(current, values))
         remove, add = pctconf.plan_raw_lines(conf["lxc"], self.desired_lxc, self.params["lxc_exclusive"])
         after = dict(current)
         after.update(values)
@@ -330,6 +374,44 @@ class PctConfig:
             self.pct("set", self.vmid, *args)
         if remove or add:
             self.write_raw_lines(remove, add)
+
+    def plan_families(self, current, values):
+        """Add the devN/mpN values to send to `values`; the keys to delete (exclusive families, owned devN)."""
+        deleted = set()
+        for fam, option in (("dev", "devices"), ("mp", "mounts")):
+            wanted, gone, kept = self.plan(fam, option, current)
+            for key, desired in wanted.items():
+                if not pctconf.matches(key, desired, current.get(key)):
+                    values[key] = pctconf.to_pct_value(key, desired, current.get(key))
+            deleted.update(gone)
+            self.result["kept"].update(kept)
+        # families owned whole, set key by key in config (without the devices/mounts lists)
+        listed = {"dev": "devices", "mp": "mounts"}
+        for key, value in current.items():
+            fam = pctconf.family(key)
+            if fam not in self.params["exclusive"] or key in self.params["config"] or key in self.result["kept"]:
+                continue
+            if fam in listed and self.params[listed[fam]] is not None:
+                continue  # planned above
+            if fam == "mp" and pctconf.mount_type(value) == "volume":
+                self.result["kept"][key] = "storage volume: never detached"
+            else:
+                deleted.add(key)
+        return deleted
+
+    def plan(self, fam, option, current):
+        """(wanted, deleted, kept) for the devN or mpN list option; nothing when it is not given."""
+        if self.params[option] is None:
+            return {}, [], {}
+        owned = self.params["owned_devices"] if fam == "dev" else ()
+        try:
+            reserved = set(self.params["config"])
+            exclusive = fam in self.params["exclusive"]
+            wanted = self.params[option]
+            return pctconf.plan_indexed(fam, current, wanted, owned=owned, exclusive=exclusive, reserved=reserved)
+        except pctconf.PctConfError as exc:
+            self.module.fail_json(msg="%s: %s" % (option, exc))
+            raise
 
     def is_running(self):
         return self.pct("status", self.vmid).strip() == "status: running"
@@ -373,6 +455,36 @@ def hot_deletable(key):
     return (key in HOTPLUG - {"memory"}) or re.fullmatch(r"net[0-9]|unused[0-9]+", key) is not None
 
 
+def gpu_users(directory, vmid):
+    """{vmid: [GPU indexes]} of the other container configs in directory, from their devN (current and pending)."""
+    found = {}
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return found
+    for name in names:
+        match = re.fullmatch(r"([0-9]+)\.conf", name)
+        if not match or int(match.group(1)) == vmid:
+            continue
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                conf = pctconf.parse(handle.read())
+        except (OSError, pctconf.PctConfError):
+            continue
+        paths = [
+            pctconf.identity("dev", value)
+            for section in (conf["main"], conf["pending"])
+            for key, value in section.items()
+            if pctconf.family(key) == "dev"
+        ]
+        # the lxc passthrough mode's bind mount lines (lxc.mount.entry: /dev/nvidiaN dev/nvidiaN ...)
+        paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
+        indexes = {int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu}
+        if indexes:
+            found[match.group(1)] = sorted(indexes)
+    return found
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -380,7 +492,11 @@ def main():
             "ostemplate": {"type": "str"},
             "create_options": {"type": "dict", "default": {}},
             "config": {"type": "dict", "default": {}},
+            "devices": {"type": "list", "elements": "str"},
+            "mounts": {"type": "list", "elements": "str"},
+            "owned_devices": {"type": "list", "elements": "str", "default": []},
             "exclusive": {"type": "list", "elements": "str", "choices": ["dev", "mp", "net"], "default": []},
+            "gpu_users": {"type": "path"},
             "lxc": {"type": "list", "elements": "str", "default": []},
             "lxc_exclusive": {"type": "list", "elements": "str", "default": []},
             "config_dir": {"type": "path", "default": "/etc/pve/lxc"},
@@ -389,6 +505,8 @@ def main():
         },
         supports_check_mode=True,
     )
+    if module.params["gpu_users"] is not None:
+        module.exit_json(changed=False, gpu_users=gpu_users(module.params["gpu_users"], module.params["vmid"]))
     if module.params["vmid"] < 100:
         module.fail_json(msg="vmid: %d is below 100 (ids below 100 are reserved by Proxmox)" % module.params["vmid"])
     PctConfig(module).run()

@@ -411,3 +411,84 @@ def test_raw_lxc_passthrough_leaves_no_line_for_an_old_uvm_major(inventory):
         uvm_nodes(old)
         proc, _ = site(inventory, "-e", "pct_container_restart_allowed=true")  # back to devN passthrough
     assert proc.returncode == 0 and "lxc.cgroup2.devices.allow" not in conf_text(VMID), proc.stdout[-3000:]
+
+
+def hand_edit(*lines):
+    """Lines written at the top of the CT's config, as an operator editing /etc/pve/lxc/<vmid>.conf would."""
+    path = Path(f"/etc/pve/lxc/{VMID}.conf")
+    path.write_text("".join(line + "\n" for line in lines) + path.read_text())
+
+
+def hand_undo(*lines):
+    path = Path(f"/etc/pve/lxc/{VMID}.conf")
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines() if line not in lines))
+
+
+KEPT = "gpulxc.sglang.pct_container : Say which devN and mpN the inventory does not name, and what becomes of them"
+
+
+def test_an_unnamed_devn_and_a_storage_backed_mpn_survive_a_run(inventory):
+    """A /dev/fuse passed through by hand and a storage volume mounted at /data (the lab's pvesm may not
+    know local-lvm, so the line is written as a hand edit would) are not the role's: they stay, and the
+    run says so; the role's own devN keep their indexes."""
+    converged(inventory)
+    mine = [line for line in conf_text(VMID).splitlines() if line.startswith("dev")]
+    lines = ("dev11: /dev/fuse", f"mp1: local-lvm:vm-{VMID}-disk-1,mp=/data,size=1G")
+    hand_edit(*lines)
+    try:
+        before = conf_text(VMID)
+        proc, changed = site(inventory, "--diff")
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert changed == 0, proc.stdout[-3000:]
+        assert conf_text(VMID) == before
+        said = " ".join(task_output(proc, KEPT).split())
+        assert "dev11" in said and "/dev/fuse, not in the inventory: kept" in said, said
+        assert "never detached" in said, said
+        # even when the role owns the mounts, a storage volume is never detached
+        proc, changed = site(inventory, "-e", json.dumps({"pct_container_exclusive_mounts": True}))
+        assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+        assert conf_text(VMID) == before
+    finally:
+        hand_undo(*lines)
+    assert [line for line in conf_text(VMID).splitlines() if line.startswith("dev")] == mine
+
+
+def test_two_containers_asking_for_the_same_gpu_are_refused_before_any_change(inventory):
+    """CT 922, outside the inventory, passes GPU 2 through (its config on the node): CT 920, asking for all
+    GPUs without declaring the sharing, is refused naming both and the GPU, its config byte-identical; the
+    lab inventory declares the sharing (its suites' CTs share the simulated GPUs), which lets it pass."""
+    converged(inventory)
+    other = Path("/etc/pve/lxc/922.conf")
+    other.write_text("arch: amd64\ndev0: /dev/nvidia2,mode=0666\nhostname: other\nmemory: 512\nostype: debian\n")
+    try:
+        before = conf_text(VMID)
+        proc, changed = site(inventory, "-e", json.dumps({"pct_container_gpus_shared": False}))
+        assert proc.returncode != 0
+        said = " ".join(proc.stdout.split())
+        assert "CT 920 (ct920) asks for GPU(s) 0, 1, 2" in said, proc.stdout[-3000:]
+        assert "CT 922 (not in the inventory) passes GPU 2 through now" in said, proc.stdout[-3000:]
+        assert changed == 0
+        assert conf_text(VMID) == before
+        proc, changed = site(inventory)
+        assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    finally:
+        other.unlink()
+
+
+def test_proxmox_settings_pass_through_and_converge(inventory):
+    """tags, startup, cpulimit, nameserver as operators set them: written by pct set, then no change (Proxmox
+    writes the tags lower-cased, sorted, ';'-separated and the nameservers space-separated)."""
+    converged(inventory)
+    settings = {"pct_container_tags": ["SGLang", "gpu"], "pct_container_startup": "order=2,up=30",
+                "pct_container_cpulimit": 4, "pct_container_nameserver": "1.1.1.1,8.8.8.8"}  # fmt: skip
+    proc, changed = site(inventory, "-e", json.dumps(settings))
+    assert proc.returncode == 0 and changed >= 1, proc.stdout[-3000:]
+    text = conf_text(VMID)
+    for line in ("tags: gpu;sglang", "startup: order=2,up=30", "cpulimit: 4", "nameserver: 1.1.1.1 8.8.8.8"):
+        assert line in text.splitlines(), text
+    proc, changed = site(inventory, "-e", json.dumps(settings))
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    # not managed any more (the defaults are empty): what is set stays
+    proc, changed = site(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    assert "tags: gpu;sglang" in conf_text(VMID)

@@ -198,6 +198,15 @@ def test_set_writes_booleans_as_proxmox_does(node, capsys):
     assert keys["net0"] == "name=eth0,firewall=1,hwaddr=BC:24:11:00:00:01,type=veth"
 
 
+def test_set_rewrites_tags_and_dns_lists_as_update_pct_config_does(node, capsys):
+    code, _, err = run(capsys, "set", "200", "--tags", "Prod,gpu;prod sglang", "--nameserver", "1.1.1.1,8.8.8.8",
+                       "--searchdomain", "a.example;b.example")  # fmt: skip
+    assert code == 0, err
+    keys = pveconf.parse(node.read_text())["main"]["keys"]
+    assert (keys["tags"], keys["nameserver"], keys["searchdomain"]) == (
+        "gpu;prod;sglang", "1.1.1.1 8.8.8.8", "a.example b.example")  # fmt: skip
+
+
 def test_set_fails_when_a_device_node_is_missing(node, capsys):
     """update_lxc_config runs after the write and stats every devN (LXC.pm): a lost node fails even --cores."""
     node.write_text(BASE.replace("dev0: /dev/null,mode=0666", "dev0: /dev/gpulxc-no-such-node,mode=0666"))

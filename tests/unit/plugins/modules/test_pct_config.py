@@ -295,7 +295,8 @@ def test_documentation_renders():
     # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
-                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version"}  # fmt: skip
+                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version", "devices", "mounts",
+                                   "owned_devices", "gpu_users"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))
 
 
@@ -309,3 +310,130 @@ def test_check_mode_predicts_hotplug_per_pve_version(pve, version, dev_pending):
     assert set(result["set"]) == {"dev2", "mp0"}
     assert result["pending"] == (["dev2"] if dev_pending else [])
     assert result["restart_required"] is dev_pending
+
+
+# --- devN/mpN the inventory does not name; Proxmox settings passed through; GPUs of other CTs (issue 21) ---
+
+NVIDIA = ["/dev/nvidiactl,mode=0666", "/dev/nvidia-uvm,mode=0666", "/dev/nvidia0,mode=0666"]
+VOLUME = "local-lvm:vm-200-disk-1,mp=/data,size=8G"
+BASE = {k: v for k, v in WANT.items() if not k.startswith("dev")}
+
+
+def hand_edit(path, *lines):
+    """Lines added to the main section, as an operator's edit (or the web UI) would."""
+    main, sep, rest = path.read_text().partition("\n\n")
+    keys = [line for line in main.splitlines() if not line.startswith("lxc.")] + list(lines)
+    raw = [line for line in main.splitlines() if line.startswith("lxc.")]
+    path.write_text("".join(line + "\n" for line in sorted(keys) + raw) + sep + rest)
+
+
+def sent(pve):
+    (call,) = sets(pve)
+    return dict(zip(call[2::2], call[3::2], strict=False))
+
+
+def test_a_hand_added_devn_and_a_volume_mpn_are_kept_and_listed(pve):
+    path = install(pve, "200-converged.conf")
+    hand_edit(path, "dev2: /dev/fuse", "mp1: " + VOLUME, "mp0: /srv/old,mp=/old")
+    kind, result = run(pve, diff=True, config=BASE, devices=NVIDIA[2:] + NVIDIA[:1], mounts=[],
+                       owned_devices=["^/dev/nvidia"], lxc=[SHM])  # fmt: skip
+    assert kind is Exit
+    assert result["deleted"] == []
+    assert set(result["kept"]) == {"dev2", "mp0", "mp1"}
+    assert "never detached" in result["kept"]["mp1"]
+    assert result["changed"] is False and sets(pve) == []
+
+
+def test_owned_devn_no_longer_asked_for_go_and_new_ones_take_free_indexes(pve):
+    path = install(pve, "200-converged.conf")  # dev0 nvidia0, dev1 nvidiactl
+    hand_edit(path, "dev2: /dev/fuse", "dev4: /dev/nvidia3,mode=0666")
+    kind, result = run(pve, config=BASE, devices=NVIDIA, owned_devices=["^/dev/nvidia"], lxc=[SHM])
+    assert kind is Exit and result["changed"] is True
+    # nvidiactl and nvidia0 keep their keys, nvidia-uvm takes dev3 (dev2 is the hand-added /dev/fuse)
+    assert result["set"] == {"dev3": "/dev/nvidia-uvm,mode=0666"}
+    assert result["deleted"] == ["dev4"]
+    assert result["kept"] == {"dev2": "/dev/fuse, not in the inventory: kept"}
+    assert sent(pve) == {"--dev3": "/dev/nvidia-uvm,mode=0666", "--delete": "dev4"}
+
+
+def test_exclusive_removes_every_unnamed_devn_and_bind_mpn_never_a_volume(pve):
+    path = install(pve, "200-converged.conf")
+    hand_edit(path, "dev2: /dev/fuse", "mp0: /srv/old,mp=/old", "mp1: " + VOLUME)
+    kind, result = run(pve, check=True, diff=True, config=BASE, devices=NVIDIA[2:], mounts=[],
+                       exclusive=["dev", "mp"], lxc=[SHM])  # fmt: skip
+    assert kind is Exit and result["changed"] is True
+    assert result["deleted"] == ["dev1", "dev2", "mp0"]
+    assert list(result["kept"]) == ["mp1"]
+    assert "mp1: " + VOLUME in result["diff"]["after"]
+    assert "dev2: /dev/fuse" in result["diff"]["before"] and "dev2" not in result["diff"]["after"]
+    assert sets(pve) == []
+
+
+def test_exclusive_mp_in_config_keys_keeps_a_volume_too(pve):
+    hand_edit(install(pve, "200-converged.conf"), "mp1: " + VOLUME)
+    kind, result = run(pve, config=WANT, exclusive=["dev", "mp"], lxc=[SHM])
+    assert (kind, result["changed"], list(result["kept"])) == (Exit, False, ["mp1"])
+
+
+def test_a_bind_mount_cannot_replace_a_volume_at_its_mount_point(pve):
+    path = install(pve, "200-converged.conf")
+    hand_edit(path, "mp0: " + VOLUME)
+    before = path.read_bytes()
+    kind, result = run(pve, config=BASE, devices=[], mounts=["/srv/data,mp=/data"], lxc=[SHM])
+    assert kind is Fail and "storage volume local-lvm:vm-200-disk-1" in result["msg"]
+    assert path.read_bytes() == before and sets(pve) == []
+
+
+def test_a_path_asked_twice_is_refused(pve):
+    install(pve, "200-converged.conf")
+    kind, result = run(pve, config=BASE, devices=[NVIDIA[0], NVIDIA[0]], lxc=[SHM])
+    assert kind is Fail and "asked for twice" in result["msg"]
+
+
+def test_create_numbers_devices_and_mounts_from_zero(pve, monkeypatch):
+    kind, result = run(pve, check=True, ostemplate="local:vztmpl/x.tar.zst", config=BASE, devices=NVIDIA,
+                       mounts=["/srv/models,mp=/models"])  # fmt: skip
+    assert kind is Exit and result["created"] is True
+    assert {k: v for k, v in result["set"].items() if k[:2] in ("de", "mp")} == {
+        "dev0": NVIDIA[0], "dev1": NVIDIA[1], "dev2": NVIDIA[2], "mp0": "/srv/models,mp=/models"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "desired", "written"),
+    [
+        ("tags", "Prod;gpu,sglang prod", "gpu;prod;sglang"),  # get_unique_tags: lower-cased, sorted, unique, ';'
+        ("nameserver", "1.1.1.1,8.8.8.8", "1.1.1.1 8.8.8.8"),  # verify_nameserver_list: joined by a space
+        ("searchdomain", "lab.example;example", "lab.example example"),
+        ("startup", "order=2,up=30", "2,up=30"),
+        ("cpulimit", "2", "2.0"),
+        ("protection", True, "1"),
+    ],
+)  # fmt: skip
+def test_proxmox_settings_match_as_proxmox_writes_them_back(pve, key, desired, written):
+    set_line(install(pve, "200-converged.conf"), key, written)
+    kind, result = run(pve, config={**WANT, key: desired}, exclusive=["dev"], lxc=[SHM])
+    assert (kind, result["changed"], sets(pve)) == (Exit, False, [])
+
+
+def test_a_changed_setting_is_sent_and_a_description_read_from_its_comment_lines(pve):
+    path = install(pve, "200-converged.conf")
+    path.write_text("#GPU server%3A 8 H200\n#second line\n" + path.read_text())
+    want = {**WANT, "description": "GPU server: 8 H200\nsecond line\n", "tags": "sglang"}
+    kind, result = run(pve, config=want, exclusive=["dev"], lxc=[SHM])
+    assert kind is Exit and result["set"] == {"tags": "sglang"}
+
+
+def test_gpu_users_reads_the_other_containers_gpus_and_changes_nothing(pve):
+    install(pve, "200-converged.conf")
+    (pve["dir"] / "201.conf").write_text("dev0: /dev/nvidiactl\ndev1: /dev/nvidia0,mode=0666\ndev2: /dev/nvidia3\n")
+    (pve["dir"] / "202.conf").write_text(
+        "hostname: b\nlxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n"
+        "\n[pve:pending]\ndev0: /dev/nvidia2\n"
+    )
+    (pve["dir"] / "203.conf").write_text("dev0: /dev/fuse\n")
+    before = {p.name: p.read_bytes() for p in pve["dir"].iterdir() if p.is_file()}
+    kind, result = run(pve, gpu_users=str(pve["dir"]))
+    assert kind is Exit and result["changed"] is False
+    assert result["gpu_users"] == {"201": [0, 3], "202": [1, 2]}  # not 200 itself, not 203 (no GPU)
+    assert {p.name: p.read_bytes() for p in pve["dir"].iterdir() if p.is_file()} == before
+    assert pve["calls"] == []

@@ -218,8 +218,8 @@ def plan_indexed(fam, current, desired, *, owned=(), exclusive=False, reserved=(
             continue
         name = identity(fam, value)
         if fam == "mp" and mount_type(value) == "volume":
-            kept[key] = "storage volume %s at %s: never detached" % (parse_property_string(value, "volume")["volume"],
-                                                                    name)  # fmt: skip
+            volume = parse_property_string(value, "volume")["volume"]
+            kept[key] = "storage volume %s at %s: never detached" % (volume, name)
         elif exclusive or any(p.search(name) for p in patterns):
             deleted.append(key)
         else:

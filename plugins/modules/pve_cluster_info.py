@@ -189,7 +189,8 @@ except ImportError:
     PROXMOXER_ERROR = traceback.format_exc()
 
 try:
-    import requests  # noqa: F401 (proxmoxer's https backend calls sys.exit when it cannot import it)
+    # proxmoxer's https backend calls sys.exit when it cannot import requests: find out here first
+    import requests  # noqa: F401  # pylint: disable=unused-import
 
     REQUESTS_ERROR = None
 except ImportError:
@@ -305,9 +306,9 @@ def main():
                          verify_ssl=(p["ca_path"] or True) if p["validate_certs"] else False)  # fmt: skip
         status = api.cluster.status.get()
         resources = api.cluster.resources.get(type="vm")
-    except ResourceException as e:
-        module.fail_json(msg="%s refused: %s (the token needs PVEAuditor on /)" % (where, e))
-    except Exception as e:  # requests' connection and TLS errors
+    except Exception as e:  # proxmoxer's refusals (ResourceException), requests' connection and TLS errors
+        if ResourceException is not Exception and isinstance(e, ResourceException):
+            module.fail_json(msg="%s refused: %s (the token needs PVEAuditor on /)" % (where, e))
         module.fail_json(msg="cannot read %s: %s" % (where, e))
     try:
         result = decide(status, resources, p["vmid"], p["node"], p["hostname"])

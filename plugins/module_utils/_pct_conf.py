@@ -317,3 +317,12 @@ def parse_raw_line(line):
     if not match:
         raise PctConfError("not a raw lxc line (lxc.<key>: <value>): %s" % line)
     return match.group(1), match.group(3)
+
+
+def gpu_indexes(conf):
+    """The N of each /dev/nvidiaN a parsed config passes through: devN (current and pending) and the lxc
+    passthrough mode's bind mounts (lxc.mount.entry: /dev/nvidiaN dev/nvidiaN ...)."""
+    paths = [identity("dev", value) for section in (conf["main"], conf["pending"])
+             for key, value in section.items() if family(key) == "dev"]  # fmt: skip
+    paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
+    return sorted({int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu})

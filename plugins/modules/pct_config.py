@@ -94,13 +94,6 @@ options:
     elements: str
     choices: [dev, mp, net]
     default: []
-  gpu_users:
-    description:
-      - Read only. When set, the module changes nothing and only returns RV(gpu_users), the GPUs
-        (C(/dev/nvidiaN) in a C(devN), current or pending, or in a raw C(lxc.mount.entry)) of every
-        other container config in this directory (C(/etc/pve/lxc), the node's
-        C(/etc/pve/nodes/<node>/lxc)); it ignores the other options but O(vmid).
-    type: path
   lxc:
     description:
       - "Raw lines the main section must contain, each C(lxc.<key>: <value>)."
@@ -206,11 +199,6 @@ kept:
   sample:
     dev5: "/dev/fuse, not in the inventory: kept"
     mp1: "storage volume local-lvm:vm-200-disk-1 at /data: never detached"
-gpu_users:
-  description: With O(gpu_users), the GPU indexes of each other container's C(devN) (current or pending), by vmid.
-  returned: when O(gpu_users) is set
-  type: dict
-  sample: {"201": [0, 1]}
 """
 
 import contextlib
@@ -455,36 +443,6 @@ def hot_deletable(key):
     return (key in HOTPLUG - {"memory"}) or re.fullmatch(r"net[0-9]|unused[0-9]+", key) is not None
 
 
-def gpu_users(directory, vmid):
-    """{vmid: [GPU indexes]} of the other container configs in directory, from their devN (current and pending)."""
-    found = {}
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return found
-    for name in names:
-        match = re.fullmatch(r"([0-9]+)\.conf", name)
-        if not match or int(match.group(1)) == vmid:
-            continue
-        try:
-            with open(os.path.join(directory, name)) as handle:
-                conf = pctconf.parse(handle.read())
-        except (OSError, pctconf.PctConfError):
-            continue
-        paths = [
-            pctconf.identity("dev", value)
-            for section in (conf["main"], conf["pending"])
-            for key, value in section.items()
-            if pctconf.family(key) == "dev"
-        ]
-        # the lxc passthrough mode's bind mount lines (lxc.mount.entry: /dev/nvidiaN dev/nvidiaN ...)
-        paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
-        indexes = {int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu}
-        if indexes:
-            found[match.group(1)] = sorted(indexes)
-    return found
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -496,7 +454,6 @@ def main():
             "mounts": {"type": "list", "elements": "str"},
             "owned_devices": {"type": "list", "elements": "str", "default": []},
             "exclusive": {"type": "list", "elements": "str", "choices": ["dev", "mp", "net"], "default": []},
-            "gpu_users": {"type": "path"},
             "lxc": {"type": "list", "elements": "str", "default": []},
             "lxc_exclusive": {"type": "list", "elements": "str", "default": []},
             "config_dir": {"type": "path", "default": "/etc/pve/lxc"},
@@ -505,8 +462,6 @@ def main():
         },
         supports_check_mode=True,
     )
-    if module.params["gpu_users"] is not None:
-        module.exit_json(changed=False, gpu_users=gpu_users(module.params["gpu_users"], module.params["vmid"]))
     if module.params["vmid"] < 100:
         module.fail_json(msg="vmid: %d is below 100 (ids below 100 are reserved by Proxmox)" % module.params["vmid"])
     PctConfig(module).run()

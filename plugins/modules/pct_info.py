@@ -23,6 +23,8 @@ description:
     storage from one without C(rootdir) content) - RV(storage).
   - When the container exists, whether its config makes it unprivileged (RV(unprivileged)), read from
     O(config_dir).
+  - With O(gpus), the GPUs the node's other containers pass through (RV(gpu_users)), read from their configs
+    in O(config_dir): two containers given one GPU are refused unless both allow it.
   - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
     applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
@@ -210,6 +212,14 @@ gpu_indexes:
   type: list
   elements: int
   sample: [0, 1, 2, 3]
+gpu_users:
+  description:
+    - By vmid, the GPU indexes N (C(/dev/nvidiaN)) every other container config in O(config_dir) passes
+      through, in a C(devN) (current or pending) or a raw C(lxc.mount.entry); containers without a GPU are
+      left out (empty without O(gpus)). A config that cannot be read or parsed is left out too.
+  returned: always
+  type: dict
+  sample: {"201": [0, 1], "202": [2]}
 driver:
   description: The node's NVIDIA kernel driver (empty version when O(driver_version_file) is missing).
   returned: always
@@ -509,6 +519,27 @@ class Probe:
             self.module.fail_json(msg="%s: %s" % (path, error))
         return pctconf.normalize("unprivileged", conf["main"].get("unprivileged", "0")) == "1"
 
+    def gpu_users(self):
+        """{vmid: [GPU indexes]} of the node's other container configs that pass GPUs through."""
+        found = {}
+        directory = self.params["config_dir"]
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return found
+        for name in names:
+            match = re.fullmatch(r"([0-9]+)\.conf", name)
+            if not match or int(match.group(1)) == self.params["vmid"]:
+                continue
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    indexes = pctconf.gpu_indexes(pctconf.parse(handle.read()))
+            except (OSError, pctconf.PctConfError):
+                continue  # pmxcfs renamed it away, or another tool's half-written file: not ours to judge
+            if indexes:
+                found[match.group(1)] = indexes
+        return found
+
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()
 
@@ -559,6 +590,7 @@ def main():
         unprivileged=probe.unprivileged() if status != "absent" else None,
         device_nodes=nodes,
         gpu_indexes=gpu_indexes(nodes, params["driver_version_file"]) if params["gpus"] else [],
+        gpu_users=probe.gpu_users() if params["gpus"] else {},
         char_devices=char_devices() if params["gpus"] else [],
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},

@@ -101,7 +101,7 @@ def overlaps(mine, others, users=None, shared=False):
     hostvars = {"ct200": {}, **others}
     extra = {"hostvars": hostvars, "ansible_play_hosts_all": ["ct200", *[h for h in others if others[h].get("play")]],
              "groups": {"all": list(hostvars)}, "_pct_container_gpu_indexes": mine, "pct_container_gpus_shared": shared,
-             "pct_container_gpu_users_result": {"gpu_users": users or {}}}  # fmt: skip
+             "pct_container_probe_result": {"gpu_users": users or {}}}  # fmt: skip
     return Templar(variables={**variables(**extra), **trusted(fact["vars"])}).template(
         trust_as_template(fact["ansible.builtin.set_fact"]["_pct_container_gpu_overlaps"])
     )

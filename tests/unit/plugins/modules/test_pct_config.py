@@ -296,7 +296,7 @@ def test_documentation_renders():
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
     assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
                                    "lxc_exclusive", "config_dir", "pct", "pve_container_version", "devices", "mounts",
-                                   "owned_devices", "gpu_users"}  # fmt: skip
+                                   "owned_devices"}  # fmt: skip
     json.dumps(yaml.safe_load(pct_config.RETURN))
 
 
@@ -421,19 +421,3 @@ def test_a_changed_setting_is_sent_and_a_description_read_from_its_comment_lines
     want = {**WANT, "description": "GPU server: 8 H200\nsecond line\n", "tags": "sglang"}
     kind, result = run(pve, config=want, exclusive=["dev"], lxc=[SHM])
     assert kind is Exit and result["set"] == {"tags": "sglang"}
-
-
-def test_gpu_users_reads_the_other_containers_gpus_and_changes_nothing(pve):
-    install(pve, "200-converged.conf")
-    (pve["dir"] / "201.conf").write_text("dev0: /dev/nvidiactl\ndev1: /dev/nvidia0,mode=0666\ndev2: /dev/nvidia3\n")
-    (pve["dir"] / "202.conf").write_text(
-        "hostname: b\nlxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n"
-        "\n[pve:pending]\ndev0: /dev/nvidia2\n"
-    )
-    (pve["dir"] / "203.conf").write_text("dev0: /dev/fuse\n")
-    before = {p.name: p.read_bytes() for p in pve["dir"].iterdir() if p.is_file()}
-    kind, result = run(pve, gpu_users=str(pve["dir"]))
-    assert kind is Exit and result["changed"] is False
-    assert result["gpu_users"] == {"201": [0, 3], "202": [1, 2]}  # not 200 itself, not 203 (no GPU)
-    assert {p.name: p.read_bytes() for p in pve["dir"].iterdir() if p.is_file()} == before
-    assert pve["calls"] == []

@@ -295,3 +295,21 @@ def test_unprivileged_is_none_for_a_container_to_create(node):
     node["status"] = (2, "", "Configuration file 'nodes/pve1/lxc/200.conf' does not exist\n")
     ok, result = run()
     assert ok and result["unprivileged"] is None
+
+
+def test_the_gpus_the_nodes_other_containers_pass_through(node):
+    lxc = node["lxc"]
+    (lxc / "200.conf").write_text("dev0: /dev/nvidia5\n")  # the container itself is not another user
+    (lxc / "201.conf").write_text("dev0: /dev/nvidiactl\ndev1: /dev/nvidia0,mode=0666\ndev2: /dev/nvidia3\n")
+    (lxc / "202.conf").write_text(
+        "hostname: b\nlxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n"
+        "\n[pve:pending]\ndev0: /dev/nvidia2\n"
+    )
+    (lxc / "203.conf").write_text("dev0: /dev/fuse\n")  # no GPU
+    (lxc / "204.conf").write_text("this is not a config\n")  # unparsable: left out
+    (lxc / "205.conf.tmp.1234").write_text("dev0: /dev/nvidia7\n")  # pmxcfs' temporary name
+    ok, result = run()
+    assert ok and result["changed"] is False
+    assert result["gpu_users"] == {"201": [0, 3], "202": [1, 2]}
+    ok, result = run(gpus=False)
+    assert ok and result["gpu_users"] == {}

@@ -190,6 +190,20 @@ def test_the_model_is_staged_again_and_a_reboot_brings_every_server_back(invento
     assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
 
 
+def test_a_node_reboot_brings_the_container_and_its_8_servers_back_unattended(inventory):
+    """boot-node: every lab CT stopped, every /dev/nvidia* node gone (the .run driver's reboot), the units
+    ordered before pve-guests run, then pve-guests starts the onboot CTs. Without the boot unit the start fails
+    with Proxmox's own message (test_role_pct_container's negative control); with it, nobody runs Ansible and
+    the 8 servers come back, and a whole re-run has nothing to change."""
+    proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nvidia-modprobe -c255" in proc.stdout and f"start CT {VMID}: OK" in proc.stdout, proc.stdout
+    wait_healthy(deadline_s=180)
+    assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
+    proc, changed = play(inventory, whole=True)
+    assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
+
+
 def test_a_changed_setting_restarts_one_health_gated_instance_at_a_time(inventory):
     pids = main_pids()
     with Poller() as poller:

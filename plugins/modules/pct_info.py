@@ -24,7 +24,7 @@ description:
   - When the container exists, whether its config makes it unprivileged (RV(unprivileged)), read from
     O(config_dir).
   - With O(gpus), the GPUs the node's other containers pass through (RV(gpu_users)), read from their configs
-    in O(config_dir): two containers given one GPU are refused unless both allow it.
+    in O(config_dir) - two containers given one GPU are refused unless both allow it.
   - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
     applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).

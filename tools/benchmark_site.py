@@ -4,10 +4,11 @@
 On a fresh lab CT (ct995: ports 38000 + i, the router on 8995; lab CTs share the host's network):
 fresh converge from an empty node; no-op re-runs over the collection's connection (gpulxc.sglang.pct_ssh)
 and the same play over the stock community.proxmox.proxmox_pct_remote, three of each interleaved after
-the converge's writes are flushed (their medians, the ratio of the medians, and each pair's ratio); then the instances' time to all healthy on a cold JIT cache (instance 0 alone, then the rest)
-and on a warm one (all together), each against its bound from the single-instance times (the stand-in
-servers get staggered load/warm-up delays, as in the services suite), and the JIT builds when all 8 start
-at the same moment on an empty cache (the stand-in logs each build it starts).
+the converge's writes are flushed (their medians, the ratio of the medians, and each pair's ratio); then
+the instances' time to all healthy on a cold JIT cache (instance 0 alone, then the rest) and on a warm one
+(all together), each against its bound from the single-instance times (the stand-in servers get staggered
+load/warm-up delays, as in the services suite), and the JIT builds when all 8 start at the same moment on
+an empty cache (the stand-in logs each build it starts).
 Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
 `--preload N`: instead, after the converge, N no-op re-runs with the channel's preload on and N with it off
 (`proxmox_pct_channel_preload=false`), interleaved so that a change of the machine's load hits both alike:
@@ -81,6 +82,32 @@ def start_times(since):
     return times
 
 
+def noop_rows(inventory):
+    """Rows of the no-op re-runs over both connections: medians of interleaved pairs, and their ratio."""
+    rows = []
+    # interleaved pairs, medians: one sample of each on a shared 2-core VM varies by 10 % and more; first
+    # the converge's writes flushed (a re-run right after it runs beside their write-back, ~2 s slower)
+    os.sync()
+    time.sleep(SETTLE_S)
+    ours, stock = [], []
+    for _ in range(PAIRS):
+        took, ok, changed = site(inventory)
+        ours.append(took)
+        took, stock_ok, stock_changed = site(inventory, *STOCK)
+        stock.append(took)
+    mid, stock_mid = sorted(ours)[PAIRS // 2], sorted(stock)[PAIRS // 2]
+    ours_runs, stock_runs = (" ".join(f"{t:.1f}" for t in runs) for runs in (ours, stock))
+    rows.append(("no-op re-run (gpulxc.sglang.pct_ssh), median", f"{mid:.1f} s", f"{ok} tasks, {changed} changed",
+                 f"{mid / ok * 1000:.0f} ms/task; runs: {ours_runs}"))  # fmt: skip
+    rows.append(("no-op re-run (community.proxmox.proxmox_pct_remote), median", f"{stock_mid:.1f} s",
+                 f"{stock_ok} tasks, {stock_changed} changed",
+                 f"{stock_mid / stock_ok * 1000:.0f} ms/task; runs: {stock_runs}"))  # fmt: skip
+    rows.append(("no-op ratio pct_ssh / stock (medians)", f"{mid / stock_mid:.3f}",
+                 "target <= 0.17 (issue 20), <= 20 s",
+                 "per pair: " + " ".join(f"{a / b:.3f}" for a, b in zip(ours, stock, strict=True))))  # fmt: skip
+    return rows
+
+
 def preload_rows(inventory, runs):
     """Rows of the preload's A/B: the median no-op re-run with it on and off, and their difference."""
     on, off = [], []
@@ -115,25 +142,7 @@ def main():
             rows += preload_rows(inventory, runs)
             pct("destroy", VMID, "--force", "1")
             return print_rows(rows)
-        # interleaved pairs, medians: one sample of each on a shared 2-core VM varies by 10 % and more; first
-        # the converge's writes flushed (a re-run right after it runs beside their write-back, ~2 s slower)
-        os.sync()
-        time.sleep(SETTLE_S)
-        ours, stock = [], []
-        for _ in range(PAIRS):
-            took, ok, changed = site(inventory)
-            ours.append(took)
-            took, stock_ok, stock_changed = site(inventory, *STOCK)
-            stock.append(took)
-        mid, stock_mid = sorted(ours)[PAIRS // 2], sorted(stock)[PAIRS // 2]
-        rows.append(("no-op re-run (gpulxc.sglang.pct_ssh), median", f"{mid:.1f} s", f"{ok} tasks, {changed} changed",
-                     f"{mid / ok * 1000:.0f} ms/task; runs: " + " ".join(f"{t:.1f}" for t in ours)))  # fmt: skip
-        rows.append(("no-op re-run (community.proxmox.proxmox_pct_remote), median", f"{stock_mid:.1f} s",
-                     f"{stock_ok} tasks, {stock_changed} changed",
-                     f"{stock_mid / stock_ok * 1000:.0f} ms/task; runs: " + " ".join(f"{t:.1f}" for t in stock)))
-        rows.append(("no-op ratio pct_ssh / stock (medians)", f"{mid / stock_mid:.3f}",
-                     "target <= 0.17 (issue 20), <= 20 s",
-                     "per pair: " + " ".join(f"{a / b:.3f}" for a, b in zip(ours, stock))))  # fmt: skip
+        rows += noop_rows(inventory)
 
         extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(PLAN)}})
         in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")

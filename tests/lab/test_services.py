@@ -1,7 +1,7 @@
 """sglang_services through site.yml on a lab CT (ct970): one systemd instance of the stand-in server
 per simulated GPU (ports 32000 + i: lab CTs share the host's network, and CT 200 may serve on 30000 + i),
 health-checked and smoke-tested by sglang_health; one JIT build on a cold cache; the model staged into
-/dev/shm from the node's bind mount, and back by itself after `pct reboot`; the device cgroup; rolling
+/dev/shm from the node's bind mount, and back by itself after `pct reboot` and a node reboot; the device cgroup; rolling
 restarts one health-gated instance at a time; JIT caches cleared for a new stack; cold and warm start
 times with staggered stand-in delays; an API key from Ansible Vault kept out of output, command lines
 and world-readable files; a crash named with its journal; kill -9 and a stopped unit repaired; the GPU

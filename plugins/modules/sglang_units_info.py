@@ -38,6 +38,11 @@ options:
   env_file:
     description: The environment file the instances read (C(EnvironmentFile=)); when omitted, no instance is stale.
     type: path
+  config_dir:
+    description:
+      - The instances' configuration directory (C(instance-<index>.yaml)); with it each running instance's share
+        of its GPU is reported (RV(instances[].share)), read before the role writes new configurations.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -70,6 +75,12 @@ instances:
     failed: {description: C(ActiveState) is C(failed) - systemd gave up on it., type: bool}
     main_pid: {description: 'The main process, 0 when none.', type: int}
     stale_env: {description: It runs with an environment other than O(env_file)'s now., type: bool}
+    share:
+      description:
+        - With O(config_dir), for a running instance - the GPU it runs on (its process's C(CUDA_VISIBLE_DEVICES))
+          and its C(mem-fraction-static) (its configuration file); else null.
+      type: dict
+      sample: {gpu: 0, mem_fraction_static: 0.45}
 to_start:
   description: The indexes asked for that are not running or not enabled.
   returned: always
@@ -154,11 +165,34 @@ def process_env(pid):
         return None
 
 
+def config_fraction(config_dir, index):
+    """The mem-fraction-static line of instance-<index>.yaml, as the role writes it; None when absent."""
+    try:
+        with open(os.path.join(config_dir, f"instance-{index}.yaml")) as handle:
+            for line in handle:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "mem-fraction-static":
+                    return float(value.strip())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def share(pid, config_dir, index):
+    environ = process_env(pid) if pid > 0 else None
+    if environ is None:
+        return None
+    visible = next((e.split("=", 1)[1] for e in environ if e.startswith("CUDA_VISIBLE_DEVICES=")), "")
+    gpu = int(visible.split(",")[0]) if visible.split(",")[0].isdigit() else None
+    return {"gpu": gpu, "mem_fraction_static": config_fraction(config_dir, index)}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "instances": {"type": "list", "elements": "int", "required": True},
             "env_file": {"type": "path"},
+            "config_dir": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -190,6 +224,8 @@ def main():
             "index": index, "unit": unit, "active": active, "enabled": props.get("UnitFileState", ""),
             "running": active in RUNNING, "failed": active == "failed", "main_pid": pid,
             "stale_env": environ is not None and any(line not in environ for line in expected),
+            "share": share(pid, module.params["config_dir"], index)
+            if module.params["config_dir"] and active in RUNNING else None,
         })  # fmt: skip
 
     def unwanted(unit):

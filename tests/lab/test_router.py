@@ -154,13 +154,18 @@ def test_a_stopped_instance_is_routed_around_and_back_after_a_rerun(inventory):
 
 
 def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
-    """Every instance restarted one at a time for a changed setting while 8 streams run through the router:
-    each is drained at the router first, so none is cut. The same restart with the drain off cuts some."""
+    """Every instance restarted one at a time for a changed setting while 8 streams run through the router: each
+    is drained at the router first, so none is cut or refused. The same restart with the drain off cuts none
+    either - SGLang 0.5.12 drains on SIGTERM itself (finishes what runs, takes new requests, exits once idle:
+    tokenizer_manager.py:2375-2411, and the H200 run) - but the router keeps feeding each instance while it drains,
+    so each step waits for an idle moment (the durations are printed)."""
     before = main_pids()
+    started = time.monotonic()
     with Streams() as streams:
         time.sleep(3)
         proc, changed = play(inventory, "-e", "sglang_services_max_running_requests=32")
         time.sleep(3)
+    drained_s = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     after = main_pids()
     assert len(after) == 8 and all(old != new for old, new in zip(before, after, strict=True)), (before, after)
@@ -169,14 +174,17 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     assert streams.done > 100 and streams.gpus == {f"gpu{i}" for i in range(8)}, (streams.done, streams.gpus)
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
-    with Streams() as undrained:  # the control: SGLang cuts what it runs on SIGTERM
+    started = time.monotonic()
+    with Streams() as undrained:  # the control: SGLang's own drain
         time.sleep(3)
         proc, changed = play(inventory, "-e", "sglang_services_router_drain=false")
         time.sleep(3)
+    undrained_s = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    print(f"rolling restart under 8 streams: drained {streams.done} done, {streams.cut} cut; "
-          f"not drained {undrained.done} done, {undrained.cut} cut")  # fmt: skip
-    assert undrained.cut > 0, (undrained.done, undrained.cut)
+    print(f"rolling restart under 8 streams: drained {streams.done} done, {streams.cut} cut in {drained_s:.0f} s; "
+          f"not drained {undrained.done} done, {undrained.cut} cut, {len(undrained.refused)} refused in "
+          f"{undrained_s:.0f} s")  # fmt: skip
+    assert undrained.cut == 0, (undrained.done, undrained.cut)
 
 
 def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
@@ -229,7 +237,7 @@ def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path
         ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
          "sglang_router_api_keys holds a key written in plain text"),
         ({"sglang_router_port": 34003},
-         "sglang_router_port 34003 is the port of an SGLang instance (sglang_services_port_base + GPU index)"),
+         "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
         ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
         ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
         ({"sglang_services_api_key": "k", "sglang_services_api_key_require_vault": False},

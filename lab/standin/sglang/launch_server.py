@@ -8,16 +8,27 @@ deployment can tell, like the real server on a GPU:
 - it demands what the real server demands: CUDA_HOME (deep_gemm asserts it at import),
   libnvrtc.so.13 loadable through LD_LIBRARY_PATH (sgl_kernel is NEEDED on it), its GPU's
   /dev/nvidiaN openable (ENXIO, "no driver", is what an allowed lab node gives; EPERM means the
-  passthrough is not effective), and a first-start JIT build with ninja + nvcc linked as FlashInfer
-  links (-L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda, <nv/target>) into the shared
-  FlashInfer cache, under a file lock, counting its builds;
+  passthrough is not effective), and FlashInfer's JIT at every start: under the op's file lock, ninja (a
+  real nvcc build linked as FlashInfer links: -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda,
+  <nv/target>) into the shared FlashInfer cache, nothing to do on a warm cache, the builds counted;
+- the first request with top-k/top-p sampling on each server loads FlashInfer's sampling kernel, building
+  it under its lock on a cold cache inside the one scheduler loop: every request of that server stalls
+  meanwhile (the H200's first sampled chat after /health 200 took 88 s; the next 0.09 s);
 - its HTTP surface and health timeline: nothing listens while loading (connection refused), /health
-  503 while warming up, 200 once up (after the ~1 s generation probe), 503 after SIGTERM, which ends
-  with the process killing itself (SIGKILL, as kill_process_tree does) half a second later: a request
-  still generating then is lost, as on the real server;
+  503 while warming up, 200 once up (after the ~1 s generation probe);
+- SIGTERM drains, as 0.5.12's TokenizerManager.sigterm_watchdog does (tokenizer_manager.py:2375-2411, and
+  measured on the H200: a running stream finished, a request sent after the SIGTERM answered, the exit
+  8.1 s later): /health 503 at once (http_server.py:515), requests still served and new ones accepted; a
+  watchdog that wakes every 5 s sees the flag, logs "Gracefully exiting... Remaining number of requests N"
+  every 5 s while any runs, then the process kills its tree and itself (SIGKILL, kill_process_tree);
 - a chat completion takes 5 ms per completion token (max_tokens, 3 when not given), streamed as
   server-sent events with "stream": true (a stream cut by SIGKILL has no [DONE]), and /metrics
   (--enable-metrics) reports the requests in flight as sglang:num_running_reqs;
+- its GPU's memory: each server takes its --mem-fraction-static when it profiles, a second after loading,
+  from what the others on that GPU hold (a ledger per GPU, /dev/shm/gpulxc-lab-gpu-memory, freed when a
+  process ends); one that profiles while another on its GPU is still loading, or finds too little free, dies
+  as the real one did on the H200 when two started together: "RuntimeError: Not enough memory. Please try to
+  increase --mem-fraction-static.";
 - lab-only timing and faults come from GPULXC_LAB_STANDIN_PLAN, a JSON object keyed by GPU index
   (CUDA_VISIBLE_DEVICES) with load_s, warmup_s and fault (crash_at_start, never_healthy,
   die_after_s).
@@ -159,40 +170,121 @@ def load_library(path):
         die(f"OSError: {path}: file too short")
 
 
-def jit_build():
-    """FlashInfer's first-start JIT: under its per-op file lock, build the op unless its library exists
-    (FlashInfer's is_compiled), with ninja linking straight into the library; then load it."""
+SAMPLING_KERNEL = r"""
+#include <cuda_fp16.h>
+#include <nv/target>
+extern "C" __global__ void gpulxc_standin_sampling(int *out) {
+  NV_IF_TARGET(NV_PROVIDES_SM_80, (out[threadIdx.x] = 1;));
+}
+"""
+
+
+def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
+    """FlashInfer 0.6.11's JitSpec.build_and_load (flashinfer/jit/core.py:307-319): under the op's file lock,
+    write its build.ninja and run ninja every time - a warm cache too, where ninja has nothing to do (and rebuilds
+    a library whose link was killed: its command line is not in ninja's log) - then load the library."""
     base = Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or Path.home())
     ops = base / ".cache/flashinfer" / FLASHINFER_VERSION / "120a" / "cached_ops"
-    name = "gpulxc_standin_decode"
-    built = False
     with file_lock(ops / "tmp" / f"{name}.lock"):
-        target = ops / name / f"{name}.so"
-        if not target.exists():
-            build = ops / name
-            build.mkdir(parents=True, exist_ok=True)
-            (build / f"{name}.cu").write_text(KERNEL)
-            (build / "build.ninja").write_text(
-                "rule nvcc\n  command = nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
-                "rule link\n  command = c++ -shared $in -o $out -L$$CUDA_HOME/lib64 -L$$CUDA_HOME/lib64/stubs"
-                " -lcudart -lcuda\n"
-                f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"
-            )  # fmt: skip
+        build = ops / name
+        target = build / f"{name}.so"
+        build.mkdir(parents=True, exist_ok=True)
+        for path, text in ((build / f"{name}.cu", kernel), (build / "build.ninja", (
+            "rule nvcc\n  command = nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
+            "rule link\n  command = c++ -shared $in -o $out -L$$CUDA_HOME/lib64 -L$$CUDA_HOME/lib64/stubs"
+            " -lcudart -lcuda\n"
+            f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"))):  # fmt: skip
+            if not path.exists() or path.read_text() != text:  # write_if_different
+                path.write_text(text)
+        dry = subprocess.run(["ninja", "-C", str(build), "-n"], capture_output=True, text=True, check=False)
+        built = "no work to do" not in dry.stdout
+        if built:  # the tests count builds (a killed one too)
             with (ops.parent / "gpulxc-standin-builds.log").open("a") as log:
-                log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} started\n")
-            proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                die(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
-            built = True
+                log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} op={name} started\n")
+        proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            die(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
         load_library(target)
     return built
 
 
+def top_k_top_p(request):
+    """Whether sglang's sampler takes FlashInfer's top_k_top_p_sampling_from_probs for the request (sampler.py:121-
+    133, 236): not greedy (temperature 0 is), and a top-p below 1 or a top-k (greedy and plain sampling need none)."""
+    if float(request.get("temperature", 1.0)) < 1e-6:
+        return False
+    return float(request.get("top_p", 1.0)) < 1.0 or int(request.get("top_k", -1)) not in (-1, 0)
+
+
+MEMORY = Path(os.environ.get("GPULXC_LAB_GPU_MEMORY_DIR") or "/dev/shm/gpulxc-lab-gpu-memory")
+PROFILE_S = 1.0  # from loaded weights to the pool's size: the window two servers on one GPU collide in
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def gpu_ledger(index):
+    """{pid: {"fraction", "state": loading | allocated}} of the servers on GPU `index`, the ended ones dropped."""
+    path = MEMORY / f"gpu{index}.json"
+    with file_lock(MEMORY / f"gpu{index}.lock"):
+        ledger = {int(pid): entry for pid, entry in (json.loads(path.read_text()) if path.exists() else {}).items()}
+        ledger = {pid: entry for pid, entry in ledger.items() if alive(pid)}
+        yield ledger
+        path.write_text(json.dumps(ledger))
+
+
+def start_loading(index, fraction):
+    with gpu_ledger(index) as ledger:
+        ledger[os.getpid()] = {"fraction": fraction, "state": "loading"}
+
+
+def allocate_pool(index, fraction):
+    """The real server sizes its pool from the memory free when it profiles (model_runner): another server on
+    the GPU still loading makes that figure wrong, too little left fails."""
+    with gpu_ledger(index) as ledger:
+        others = {pid: entry for pid, entry in ledger.items() if pid != os.getpid()}
+        held = sum(entry["fraction"] for entry in others.values() if entry["state"] == "allocated")
+        if any(entry["state"] == "loading" for entry in others.values()) or held + fraction > 1.0:
+            ledger.pop(os.getpid(), None)
+            ok = False
+        else:
+            ledger[os.getpid()] = {"fraction": fraction, "state": "allocated"}
+            ok = True
+    if not ok:
+        die("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+
+
 class State:
-    status = "Starting"  # Starting -> Up; UnHealthy after SIGTERM
+    status = "Starting"  # Starting -> Up
+    draining = False  # SIGTERM received (the real tokenizer manager's gracefully_exit)
+    scheduler = threading.Lock()  # one scheduler loop: a JIT build inside it stalls every request
+    sampling_loaded = False  # FlashInfer's top-k/top-p sampling module, built or loaded at its first use
     args = None
     running = 0  # chat completions in flight
     lock = threading.Lock()
+
+
+def sigterm_watchdog(state, interval=5.0, kill=lambda: os.kill(os.getpid(), signal.SIGKILL)):
+    """TokenizerManager.sigterm_watchdog: every `interval` s, until SIGTERM; then every `interval` s until no
+    request remains; then kill_process_tree(os.getpid(), include_parent=True)."""
+    while not state.draining:
+        time.sleep(interval)
+    while True:
+        with state.lock:
+            remaining = state.running
+        print(f"Gracefully exiting... Remaining number of requests {remaining}.", flush=True)
+        if remaining == 0:
+            break
+        time.sleep(interval)
+    kill()
 
 
 def handler_for(state):
@@ -227,9 +319,10 @@ def handler_for(state):
         def answer_get(self):
             name = args.served_model_name or args.model_path
             if self.path in ("/health", "/health_generate"):
-                if state.status == "Up":
+                healthy = state.status == "Up" and not state.draining
+                if healthy:
                     time.sleep(1.0)  # the generation probe: a healthy /health takes about a second
-                return (HTTPStatus.OK if state.status == "Up" else HTTPStatus.SERVICE_UNAVAILABLE,)
+                return (HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,)
             model = {"id": name, "object": "model", "owned_by": "sglang", "max_model_len": args.context_length}
             routes = {
                 "/model_info": {"model_path": args.model_path, "is_generation": True, "model_type": "stand-in"},
@@ -238,9 +331,11 @@ def handler_for(state):
             if self.path in routes:
                 return 200, routes[self.path]
             if self.path == "/metrics" and args.enable_metrics:
+                # the real server's labels (tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt, recorded on the H200)
+                labels = f'engine_type="unified",model_name="{name}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
                 text = (
-                    f'sglang:num_running_reqs{{model_name="{name}"}} {float(state.running)}\n'
-                    f'sglang:num_queue_reqs{{model_name="{name}"}} 0.0\nsglang:gpulxc_standin 1.0\n'
+                    f"sglang:num_running_reqs{{{labels}}} {float(state.running)}\n"
+                    f"sglang:num_queue_reqs{{{labels}}} 0.0\nsglang:gpulxc_standin 1.0\n"
                 )
                 return 200, text.encode(), "text/plain; version=0.0.4"
             return HTTPStatus.NOT_FOUND, {"detail": "Not Found"}
@@ -260,9 +355,15 @@ def handler_for(state):
             with state.lock:
                 state.running += 1
             try:
+                with state.scheduler:
+                    if top_k_top_p(request) and not state.sampling_loaded:
+                        jit_build("gpulxc_standin_sampling", SAMPLING_KERNEL)  # the first such request, on every server
+                        state.sampling_loaded = True
                 if request.get("stream"):
                     return self.stream(reply_id, completion)
-                time.sleep(completion * 0.005)  # decoding: 5 ms a token
+                for _ in range(completion):
+                    with state.scheduler:
+                        time.sleep(0.005)  # decoding: 5 ms a token
             finally:
                 with state.lock:
                     state.running -= 1
@@ -281,7 +382,8 @@ def handler_for(state):
             self.send_header("content-type", "text/event-stream")
             self.end_headers()
             for n in range(completion):
-                time.sleep(0.005)
+                with state.scheduler:
+                    time.sleep(0.005)
                 delta = {"role": "assistant", "content": "x"} if n == 0 else {"content": "x"}
                 chunk = {
                     "id": reply_id,
@@ -313,17 +415,21 @@ def main(argv=None):
         die(f"OSError: {args.model_path} does not appear to have a file named config.json.")
     if plan.get("fault") == "crash_at_start":
         die("RuntimeError: gpulxc lab fault injection: crash at start")
-    time.sleep(float(plan.get("load_s", 0)))  # loading weights, capturing graphs: nothing listens yet
+    fraction = args.mem_fraction_static if args.mem_fraction_static is not None else 0.88
+    start_loading(index, fraction)
+    time.sleep(float(plan.get("load_s", 0)) + PROFILE_S)  # loading weights, profiling: nothing listens yet
+    allocate_pool(index, fraction)
     jit_build()
     state = State()
     state.args = args
     server = ThreadingHTTPServer((args.host or "127.0.0.1", args.port or 30000), handler_for(state))
 
     def sigterm(signum, frame):
-        state.status = "UnHealthy"  # /health 503 from now on; then kill_process_tree(include_parent)
-        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        print("SIGTERM received. Draining requests and shutting down...", flush=True)
+        state.draining = True
 
     signal.signal(signal.SIGTERM, sigterm)
+    threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
 
     def warm_up():
         time.sleep(float(plan.get("warmup_s", 0)))

@@ -5,6 +5,9 @@ JIT build with the CT's CUDA toolkit is exercised in the lab, never against this
 import importlib.machinery
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -174,12 +177,116 @@ def test_health_timeline_and_http_surface(monkeypatch):
         worker = threading.Thread(target=lambda: replies.append(urllib.request.urlopen(long_request, timeout=5).read()))
         worker.start()
         time.sleep(0.2)
-        assert b'sglang:num_running_reqs{model_name="model"} 1.0' in get(base + "/metrics")[1]
+        assert b'model_name="model",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.0' in get(base + "/metrics")[1]
         worker.join()
         assert time.monotonic() - started >= 0.5
         assert json.loads(replies[0])["usage"]["completion_tokens"] == 100
-        assert b'sglang:num_running_reqs{model_name="model"} 0.0' in get(base + "/metrics")[1]
-        state.status = "UnHealthy"  # after SIGTERM
+        assert b'model_name="model",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.0' in get(base + "/metrics")[1]
+        state.draining = True  # after SIGTERM
         assert get(base + "/health")[0] == 503
     finally:
         httpd.shutdown()
+
+
+@pytest.fixture
+def other_server():
+    """A live process standing for another server on the GPU (its pid in the ledger)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def ledger(tmp_path, entries, index=0):
+    (tmp_path / f"gpu{index}.json").write_text(json.dumps(entries))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ({}, 0.88, True),
+        ({"allocated": 0.45}, 0.45, True),  # one after another: the second finds the first's pool
+        ({"allocated": 0.6}, 0.45, False),  # too little left
+        ({"loading": 0.3}, 0.3, False),  # two profiling at once (the H200's "Not enough memory")
+    ],
+)
+def test_a_server_takes_its_gpu_memory_from_what_the_others_hold(tmp_path, monkeypatch, capsys, other_server, case):
+    others, fraction, fits = case
+    monkeypatch.setattr(server, "MEMORY", tmp_path)
+    ledger(tmp_path, {str(other_server): {"fraction": f, "state": s} for s, f in others.items()})
+    server.start_loading(0, fraction)
+    if fits:
+        server.allocate_pool(0, fraction)
+        held = json.loads((tmp_path / "gpu0.json").read_text())
+        assert held[str(os.getpid())] == {"fraction": fraction, "state": "allocated"}
+    else:
+        with pytest.raises(SystemExit):
+            server.allocate_pool(0, fraction)
+        message = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+        assert message in capsys.readouterr().err
+        assert str(os.getpid()) not in json.loads((tmp_path / "gpu0.json").read_text())  # its memory is freed
+
+
+def test_an_ended_server_holds_no_memory_and_other_gpus_do_not_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(server, "MEMORY", tmp_path)
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    ledger(tmp_path, {ended.stdout.strip(): {"fraction": 0.9, "state": "loading"}})
+    ledger(tmp_path, {str(os.getppid()): {"fraction": 0.9, "state": "loading"}}, index=1)
+    server.start_loading(0, 0.88)
+    server.allocate_pool(0, 0.88)
+
+
+def test_sigterm_drains_serving_and_taking_requests_and_exits_once_idle(capsys):
+    """As 0.5.12's sigterm_watchdog (tokenizer_manager.py:2375-2411) and the H200 run: after SIGTERM /health is 503,
+    a running request finishes, a new one is accepted and answered, and the process kills itself when none runs."""
+    state = server.State()
+    state.args = server.build_parser().parse_args(REFERENCE_FLAGS[:-4])
+    state.status = "Up"
+    httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    killed = threading.Event()
+    watchdog = threading.Thread(target=server.sigterm_watchdog, args=(state, 0.2, killed.set), daemon=True)
+    watchdog.start()
+
+    def chat(tokens):
+        body = json.dumps({"model": "model", "max_tokens": tokens, "messages": []}).encode()
+        with urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/completions", data=body), timeout=10) as r:
+            return r.status, json.loads(r.read())["usage"]["completion_tokens"]
+
+    try:
+        replies = []
+        running = threading.Thread(target=lambda: replies.append(chat(300)))  # 1.5 s of decoding
+        running.start()
+        time.sleep(0.3)
+        state.draining = True  # the SIGTERM handler
+        assert get(base + "/health")[0] == 503
+        assert chat(20) == (200, 20)  # sent after the SIGTERM: accepted, answered
+        assert not killed.is_set()  # the running one still runs
+        running.join()
+        assert replies == [(200, 300)]
+        assert killed.wait(2)
+        log = capsys.readouterr().out
+        assert "Gracefully exiting... Remaining number of requests 1." in log
+        assert log.rstrip().endswith("Gracefully exiting... Remaining number of requests 0.")
+    finally:
+        httpd.shutdown()
+
+
+def test_its_load_gauges_are_named_and_labelled_as_the_real_servers(monkeypatch):
+    """The gauges the drain reads, against /metrics of a real sglang 0.5.12 on the H200 (tests/gpu/runs)."""
+    real = (REPO / "tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt").read_text()
+    state = server.State()
+    state.args = server.build_parser().parse_args([*REFERENCE_FLAGS[:-4], "--served-model-name", "qwen3next-tiny"])
+    httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        mine = get(f"http://127.0.0.1:{httpd.server_address[1]}/metrics")[1].decode()
+    finally:
+        httpd.shutdown()
+    for gauge in ("sglang:num_running_reqs", "sglang:num_queue_reqs"):
+        (theirs,) = [line.rsplit(" ", 1)[0] for line in real.splitlines() if line.startswith(gauge + "{")]
+        (ours,) = [line.rsplit(" ", 1)[0] for line in mine.splitlines() if line.startswith(gauge + "{")]
+        assert ours == theirs

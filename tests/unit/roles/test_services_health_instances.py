@@ -1,5 +1,5 @@
 """sglang_services hands its instances, in the published shape (ansible_local.gpulxc_services: name, index, unit,
-port, url), to gpulxc.sglang.sglang_health in tasks/start.yml, restart_batch.yml and verify.yml: the module's
+port, url, gpu), to gpulxc.sglang.sglang_health in tasks/start.yml, restart_batch.yml and verify.yml: the module's
 argument spec must take that shape as it is."""
 
 from pathlib import Path
@@ -14,7 +14,7 @@ from conftest import ModuleFail as Fail
 
 REPO = Path(__file__).resolve().parents[3]
 PUBLISHED = [  # the contract's shape of ansible_local.gpulxc_services.instances
-    {"name": f"sglang@{i}", "index": i, "unit": f"sglang@{i}.service", "port": 30000 + i,
+    {"name": f"sglang@{i}", "index": i, "gpu": 0, "unit": f"sglang@{i}.service", "port": 30000 + i,
      "url": f"http://127.0.0.1:{30000 + i}"} for i in range(2)
 ]  # fmt: skip
 

@@ -21,7 +21,9 @@ class Fake:
         self.state = "warming"
         self.chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}}]}
         self.keys = []
+        self.bodies = []
         self.chat_seconds = 0.0
+        self.first_sampled_seconds = 0.0  # the first top-k/top-p request builds the sampling kernel
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,8 +37,10 @@ class Fake:
 
             def do_POST(self):
                 fake.keys.append(self.headers.get("Authorization"))
-                time.sleep(fake.chat_seconds)
-                self.rfile.read(int(self.headers["content-length"]))
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                sampled = body.get("top_k", -1) > 1 or body.get("top_p", 1.0) < 1.0
+                time.sleep(fake.chat_seconds + (fake.first_sampled_seconds if sampled and not fake.bodies else 0))
+                fake.bodies.append(body)
                 data = json.dumps(fake.chat).encode()
                 self.send_response(200)
                 self.send_header("content-length", str(len(data)))
@@ -158,3 +162,23 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
     assert "sglang@3 (" in result["msg"] and "loading, and its unit is failed" in result["msg"]
     assert "loading, and its unit is inactive: systemd will not start it again" in result["msg"]
     assert result["instances"][0]["state"] == "ready"
+
+
+def test_a_server_is_ready_only_once_a_sampled_chat_is_fast(module_exits, servers):
+    """The first top-k/top-p chat on a cold JIT cache stalls while the sampling kernel builds (88 s on the H200):
+    it is sent again until one answers within chat_fast; a greedy chat would not have built it."""
+    (fake,) = servers(1)
+    fake.state, fake.first_sampled_seconds = "ready", 1.0
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], chat="model", chat_fast=0.5)
+    assert ok, result
+    first, second = result["instances"][0]["chat_seconds"]
+    assert first >= 1.0 and second < 0.5, (first, second)
+    assert all(b["top_k"] == 20 and b["top_p"] == 0.9 and b["temperature"] == 0.7 for b in fake.bodies)
+
+
+def test_no_fast_sampled_chat_before_the_deadline_fails_naming_the_times(module_exits, servers):
+    (fake,) = servers(1)
+    fake.state, fake.chat_seconds = "ready", 0.6
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], chat="model", chat_fast=0.5, deadline=1)
+    assert not ok
+    assert "sglang@0: no sampled chat completion within 0.5 s before the deadline (took [0.6" in result["msg"]

@@ -32,8 +32,9 @@ def test_case(case, module_exits, monkeypatch, tmp_path):
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, **kw: "/usr/bin/" + name)
     args = dict(case["input"])
-    if args.get("env_file"):
-        args["env_file"] = str(tmp_path / args["env_file"].lstrip("/"))
+    for key in ("env_file", "config_dir"):
+        if args.get(key):
+            args[key] = str(tmp_path / args[key].lstrip("/"))
     with patch_module_args({"_ansible_check_mode": True, **args}), pytest.raises((Exit, Fail)) as info:
         sglang_units_info.main()
     assert (info.type is Fail) == case.get("failed", False)

@@ -101,25 +101,63 @@ def build_parser():
     return parser
 
 
-def parse_args(argv=None):
-    """Flags, with sglang's --config: a YAML file of `flag: value` lines, the command line winning."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    first = parser.parse_args(argv)
-    if not first.config:
-        return first
-    from_file = []
-    for raw in Path(first.config).read_text().splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        key, _, value = (part.strip() for part in line.partition(":"))
-        flag, value = "--" + key.replace("_", "-"), value.strip("\"'")
-        if value.lower() in ("true", "false"):
-            from_file += [flag] if value.lower() == "true" else []
+def merge_config(argv):
+    """sglang 0.5.12's --config, as prepare_server_args applies it before parsing (srt/server_args.py:7738-7744):
+    ConfigArgumentMerger.merge_config_with_args (srt/server_args_config_parser.py) - one --config, a .yaml/.yml file
+    that exists, a YAML mapping; each key becomes `--<key>` as written (not underscores to dashes: argparse then
+    refuses an underscore key); a boolean is the bare flag for a store_true flag (false: left out) and
+    `--key true|false` for any other; a list its items (empty: left out); anything else `--key str(value)`; a key
+    whose flag has any action but store and store_true is refused; the file's flags first, the command line's after
+    them (it wins). Action names are the real parser's (flags.json), not this stand-in's argparse classes."""
+    if "--config" not in argv:
+        return argv
+    import yaml  # noqa: PLC0415 - as sglang, only with --config (PyYAML comes with transformers)
+
+    at = [i for i, arg in enumerate(argv) if arg == "--config"]
+    if len(at) > 1:
+        raise ValueError("Multiple config files specified! Only one allowed.")
+    if at[0] == len(argv) - 1:
+        raise ValueError("No config file specified after --config flag!")
+    path = Path(argv[at[0] + 1])
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise ValueError(f"Config file must be YAML format, got: {path.suffix}")
+    if not path.exists():
+        raise ValueError(f"Config file not found: {path}")
+    config = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(config, dict):
+        raise ValueError("Config file must contain a dictionary at root level")
+    return config_arguments(config) + argv[: at[0]] + argv[at[0] + 2 :]
+
+
+def config_arguments(config):
+    """ConfigArgumentMerger._convert_config_to_args, with the real parser's action names (flags.json)."""
+    actions = {}
+    for entry in json.loads(FLAGS.read_text()).values():
+        for name in entry["names"]:
+            actions[name[2:].replace("-", "_")] = entry["action"]
+    merged = []
+    for key, value in config.items():
+        action = actions.get(key.replace("-", "_"))
+        if action not in (None, "store", "store_true") and key.replace("-", "_") not in ("config", "help"):
+            raise ValueError(f"Unsupported config option '{key.replace('-', '_')}' with action '{action}'")
+        if isinstance(value, bool):
+            merged += ([f"--{key}"] if value else []) if action == "store_true" else [f"--{key}", str(value).lower()]
+        elif isinstance(value, list):
+            merged += [f"--{key}", *(str(item) for item in value)] if value else []
         else:
-            from_file += [flag, value]
-    return parser.parse_args(from_file + argv)
+            merged += [f"--{key}", str(value)]
+    return merged
+
+
+def parse_args(argv=None):
+    """Flags, with sglang's --config merged first (merge_config); a bad config file ends as the real one's
+    ValueError does."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = merge_config(argv)
+    except ValueError as error:
+        die(f"ValueError: {error}")
+    return build_parser().parse_args(argv)
 
 
 def die(message):

@@ -2,6 +2,7 @@
 exactly sglang 0.5.12's flags, the environment it demands, and its health timeline over HTTP. (Its
 JIT build with the CT's CUDA toolkit is exercised in the lab, never against this machine's CUDA.)"""
 
+import argparse
 import importlib.machinery
 import importlib.util
 import json
@@ -12,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -104,7 +106,7 @@ def test_a_value_outside_the_real_choices_is_refused(bad, capsys):
 
 def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
     config = tmp_path / "gpu3.yaml"
-    config.write_text("# instance 3\nmodel-path: /dev/shm/model\nport: 30003\nenable_metrics: true\n"
+    config.write_text("# instance 3\nmodel-path: /dev/shm/model\nport: 30003\nenable-metrics: true\n"
                       "trust-remote-code: false\nattention-backend: \"flashinfer\"\n")  # fmt: skip
     args = server.parse_args(["--config", str(config), "--port", "30103"])
     assert (args.model_path, args.port, args.enable_metrics, args.trust_remote_code) == (
@@ -115,6 +117,9 @@ def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
     )
     assert args.attention_backend == "flashinfer"
     config.write_text("attention-backend: fa5\n")
+    with pytest.raises(SystemExit):
+        server.parse_args(["--config", str(config)])
+    config.write_text("enable_metrics: true\n")  # 0.5.12 writes the key as it is: --enable_metrics, refused
     with pytest.raises(SystemExit):
         server.parse_args(["--config", str(config)])
 
@@ -290,3 +295,73 @@ def test_its_load_gauges_are_named_and_labelled_as_the_real_servers(monkeypatch)
         (theirs,) = [line.rsplit(" ", 1)[0] for line in real.splitlines() if line.startswith(gauge + "{")]
         (ours,) = [line.rsplit(" ", 1)[0] for line in mine.splitlines() if line.startswith(gauge + "{")]
         assert ours == theirs
+
+
+@pytest.fixture(scope="session")
+def real_merger(tmp_path_factory):
+    """ConfigArgumentMerger from the sglang 0.5.12 wheel on PyPI (its module imports only argparse and PyYAML)."""
+    where = tmp_path_factory.mktemp("sglang-wheel")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64", "-d", str(where),
+                    "sglang==0.5.12"], check=True)  # fmt: skip
+    (wheel,) = where.glob("sglang-0.5.12-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (where / "server_args_config_parser.py").write_bytes(archive.read("sglang/srt/server_args_config_parser.py"))
+    spec = importlib.util.spec_from_file_location("real_config_parser", where / "server_args_config_parser.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConfigArgumentMerger
+
+
+def real_like_parser():
+    """A parser whose actions are of the real parser's kinds, as the merger tells them apart: argparse's store and
+    store_true, and for SGLang's own actions (DeprecatedStoreTrueAction, BooleanOptionalAction, ...) a class that
+    is neither, which the real merger refuses."""
+    parser = argparse.ArgumentParser()
+    for entry in PROFILE_FLAGS.values():
+        if entry["action"] in ("store", "store_true"):
+            parser.add_argument(*entry["names"], action=entry["action"])
+        else:
+            parser.add_argument(*entry["names"], action=type(entry["action"], (argparse.Action,), {}), nargs="?")
+    return parser
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model-path": "/dev/shm/m", "port": 30003, "mem-fraction-static": 0.3, "trust-remote-code": True,
+         "enable-metrics": False, "api-key": "k"},
+        {"mem_fraction_static": 0.3, "enable_metrics": True},  # underscore keys: written as they are
+        {"json-model-override-args": '{"a": 1}', "served-model-name": None, "context-length": 4096.0},
+        {"cuda-graph-bs": [1, 2, 4], "lora-paths": [], "skip-tokenizer-init": "false"},
+        {"sleep-on-idle": False, "watchdog-timeout": 300, "disable-cuda-graph": True},
+        {"lora-strict-loading": True},  # a BooleanOptionalAction: refused
+        {"enable-flashinfer-mla": True},  # a deprecated switch: refused
+        [1, 2],  # not a mapping
+        None,  # an empty file
+    ],
+)  # fmt: skip
+def test_a_config_file_becomes_the_arguments_0_5_12s_merger_makes(tmp_path, real_merger, config):
+    path = tmp_path / "instance-0.yaml"
+    path.write_text(yaml.safe_dump(config) if config is not None else "")
+    argv = ["--config", str(path), "--port", "30100"]
+    try:
+        expected = real_merger(real_like_parser()).merge_config_with_args(list(argv))
+    except ValueError as error:
+        expected = f"ValueError: {error}"
+    try:
+        mine = server.merge_config(list(argv))
+    except ValueError as error:
+        mine = f"ValueError: {error}"
+    assert mine == expected
+
+
+def test_a_config_file_that_is_not_yaml_or_missing_is_refused_as_0_5_12_does(tmp_path, real_merger):
+    for argv in (["--config", str(tmp_path / "x.json")], ["--config", str(tmp_path / "x.yaml")], ["--config"],
+                 ["--config", "a.yaml", "--config", "b.yaml"]):  # fmt: skip
+        messages = []
+        for merge in (real_merger(real_like_parser()).merge_config_with_args, server.merge_config):
+            with pytest.raises(ValueError) as info:
+                merge(list(argv))
+            messages.append(str(info.value))
+        assert messages[0] == messages[1], argv

@@ -41,7 +41,7 @@ def predecessor(tmp_path):
                 f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen()\n"
                 f"time.sleep({end_after})"
             )  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, "-c", code, "--config", str(config)]))
+        procs.append(subprocess.Popen([sys.executable, "-c", code, "--config", str(config)], start_new_session=True))
         time.sleep(0.2)
         return f"http://127.0.0.1:{port},{config}"
 
@@ -67,7 +67,7 @@ def test_it_waits_until_the_one_before_listens(predecessor):
 def test_it_stops_waiting_when_the_one_before_ends(predecessor):
     before = predecessor(free_port(), listen_after=None, end_after=3)
     proc, took = turn(before)
-    assert proc.returncode == 0 and 2.5 <= took < 10, (took, proc.stdout)
+    assert proc.returncode == 0 and 2.5 <= took < 10, (took, proc.stdout, proc.stderr)
 
 
 @pytest.mark.parametrize("bad", ["http://127.0.0.1:30000", "127.0.0.1,/etc/sglang/instance-0.yaml",
@@ -86,9 +86,11 @@ def test_one_started_at_the_same_moment_is_waited_for(predecessor, tmp_path):
         " time.sleep(5)"
     )
     # its command line has the --config pair only once it execs, a second later
-    later = subprocess.Popen(["sh", "-c", f'sleep 1; exec "{sys.executable}" -c "{server}" --config "{config}"'])
+    later = subprocess.Popen(
+        ["sh", "-c", f'sleep 1; exec "{sys.executable}" -c "{server}" --config "{config}"'], start_new_session=True
+    )
     try:
         proc, took = turn(f"http://127.0.0.1:{port},{config}")
     finally:
         later.kill()
-    assert proc.returncode == 0 and took >= 2.5 and "waiting for" in proc.stdout, (took, proc.stdout)
+    assert proc.returncode == 0 and took >= 2.5 and "waiting for" in proc.stdout, (took, proc.stdout, proc.stderr)

@@ -6,18 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.template import Templar, trust_as_template
+from conftest import trusted
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/pct_container"
-
-
-def trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def task(file, name):

@@ -7,21 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.template import Templar, trust_as_template
+from conftest import trusted
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_services"
 DECIDE = "Decide the instances and the attention backend from the container's GPUs and the stack"
 CHECK = "Check the services' settings"
 STACK = {"attention_backends": {"12.0": ["flashinfer", "triton"]}, "fallback_attention_backend": "triton"}
-
-
-def trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def task(name, file="preflight.yml"):

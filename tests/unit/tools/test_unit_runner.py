@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.template import Templar, trust_as_template
+from conftest import trusted
 
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tests/gpu/unit_runner.py"
@@ -32,16 +33,6 @@ spec.loader.exec_module(runner)
 USER = "daemon"  # a system user with a group of the same name (the unit's Group= is its User=), shell nologin
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by that user (the test venv's may live under /root)
 CUDA_HOME = "/opt/sglang/venv/lib/python3.11/site-packages/nvidia/cu13"
-
-
-def trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [trusted(v) for v in value]
-    return value
 
 
 def role_facts(root, **extra):

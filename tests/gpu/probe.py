@@ -8,9 +8,16 @@ probe.py drain PORT RUNNER_STOP...   a long stream running, then RUNNER_STOP (th
                                      sends SIGTERM): /health right after, a chat sent 1 s after the SIGTERM,
                                      the stream's end (chunks, finish_reason, [DONE]) and the stop's time
 probe.py maps PID...                 the CUDA libraries mapped by these processes (from /proc/PID/maps)
+probe.py modules DIR [--dropped N..] the distributions the processes that wrote DIR/*.json import (modules_dump.py;
+                                     run it in the venv's Python), and which of the dropped ones any imports
+probe.py spread ROUTER SERVER...     completions through the router: each server's sglang:num_requests_total
+                                     before and after
+probe.py load ROUTER SECONDS CMD...  streams through the router, N at a time, while CMD runs (a drained restart):
+                                     each one's end (finished, or cut: no [DONE] / an error)
 """
 
 import argparse
+import glob
 import json
 import re
 import subprocess
@@ -111,6 +118,95 @@ def maps(pids):
             "from_usr_local_cuda": sorted(p for p in libraries if p.startswith("/usr/local/cuda"))}  # fmt: skip
 
 
+def modules(directory, dropped):
+    import importlib.metadata as md  # noqa: PLC0415 - the venv's own view, only this subcommand needs it
+
+    owners = md.packages_distributions()
+    processes, imported, unowned, where = [], {}, set(), {}
+    for path in sorted(glob.glob(f"{directory}/*.json")):
+        with open(path) as handle:
+            data = json.load(handle)
+        tops = {name.split(".")[0] for name in data["modules"]}
+        where.update({name: file for name, file in data["modules"].items() if "." not in name and file})
+        processes.append({"pid": data["pid"], "argv": " ".join(data["argv"])[:120], "modules": len(data["modules"])})
+        for top in tops:
+            for dist in owners.get(top, []):
+                imported.setdefault(md.distribution(dist).metadata["Name"].lower().replace("_", "-"), set()).add(top)
+            if top not in owners:
+                unowned.add(top)
+    wanted = {name.lower().replace("_", "-") for name in dropped}
+    installed = sorted({d.metadata["Name"].lower().replace("_", "-") for d in md.distributions()})
+    return {
+        "processes": processes,
+        "imported_distributions": sorted(imported),
+        "installed_not_imported": [d for d in installed if d not in imported],
+        "dropped_and_imported": {
+            d: sorted(where.get(top, "?") for top in imported[d]) for d in sorted(wanted & set(imported))
+        },
+        "dropped_checked": sorted(wanted),
+    }
+
+
+def metric(port, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def spread(router, servers, count=32):
+    before = {port: metric(port, "sglang:num_requests_total") for port in servers}
+    results = []
+    for n in range(count):
+        body = {"model": "qwen3next-tiny", "max_tokens": 8, "messages": [{"role": "user", "content": f"Count to {n}."}]}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{router}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                results.append(response.status)
+        except urllib.error.HTTPError as error:
+            results.append(error.code)
+        except OSError as error:
+            results.append(str(error))
+    after = {port: metric(port, "sglang:num_requests_total") for port in servers}
+    return {
+        "sent": count,
+        "statuses": {str(s): results.count(s) for s in set(results)},
+        "per_server": {str(port): after[port] - before[port] for port in servers},
+    }
+
+
+def load(router, seconds, command, parallel=4):
+    results, lock, stop = [], threading.Lock(), threading.Event()
+
+    def client():
+        while not stop.is_set():
+            r = chat(router, max_tokens=600, stream=True, timeout=300)
+            with lock:
+                results.append(r)
+            if r["status"] != 200:
+                time.sleep(0.2)
+
+    threads = [threading.Thread(target=client) for _ in range(parallel)]
+    for t in threads:
+        t.start()
+    time.sleep(5)
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    took = round(time.monotonic() - started, 1)
+    time.sleep(max(0.0, seconds - took))
+    stop.set()
+    for t in threads:
+        t.join()
+    finished = [r for r in results if r.get("done") and r.get("finish_reason")]
+    return {"command_exit": done.returncode, "command_took_s": took, "command_output": done.stdout[-1500:],
+            "command_errors": done.stderr[-600:], "streams": len(results), "finished": len(finished),
+            "cut": len(results) - len(finished), "cut_first": [r for r in results if r not in finished][:5],
+            "longest_s": max((r["seconds"] for r in results), default=None)}  # fmt: skip
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="what", required=True)
@@ -127,6 +223,16 @@ def main():
     p.add_argument("stop", nargs=argparse.REMAINDER)
     p = sub.add_parser("maps")
     p.add_argument("pids", nargs="+", type=int)
+    p = sub.add_parser("modules")
+    p.add_argument("dir")
+    p.add_argument("--dropped", nargs="*", default=[])
+    p = sub.add_parser("spread")
+    p.add_argument("router", type=int)
+    p.add_argument("servers", nargs="+", type=int)
+    p = sub.add_parser("load")
+    p.add_argument("router", type=int)
+    p.add_argument("seconds", type=float)
+    p.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.what == "timeline":
         out = timeline(args.port, args.deadline)
@@ -134,6 +240,12 @@ def main():
         out = chat(args.port, args.sampled, args.max_tokens, args.model)
     elif args.what == "drain":
         out = drain(args.port, args.stop)
+    elif args.what == "modules":
+        out = modules(args.dir, args.dropped)
+    elif args.what == "spread":
+        out = spread(args.router, args.servers)
+    elif args.what == "load":
+        out = load(args.router, args.seconds, args.command)
     else:
         out = maps(args.pids)
     print(json.dumps(out), flush=True)

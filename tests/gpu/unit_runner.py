@@ -34,6 +34,10 @@ systemd.kill(5)), and what it says is done:
   refused; the path absolute or a bare name looked up in systemd's fixed search path; arguments
   unquoted and unescaped, specifiers per word, then at start $NAME as a word of its own (split at
   whitespace into zero or more words) and ${NAME} inside a word (one word), $$ for a dollar sign;
+- LoadCredential=ID:PATH (an absolute PATH): copied at start into CREDENTIALS_DIRECTORY
+  (/run/credentials/NAME, or $GPULXC_UNITS_CREDENTIALS_DIR/NAME), the directory 0500 and each file 0400,
+  owned by User=, as systemd's exec-credential.c makes them; a missing file fails the start with
+  status=243/CREDENTIALS;
 - Type=simple or exec (started once execve() succeeded); KillMode= (mixed, control-group, process,
   none), KillSignal=, SendSIGKILL=, TimeoutStopSec= / TimeoutSec=, SuccessExitStatus=.
 
@@ -83,9 +87,10 @@ ENV_NAME_FIRST = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 ENV_NAME_CHARS = ENV_NAME_FIRST | set("0123456789")
 DEFAULT_RUN_DIR = "/run/gpulxc-units"
 DEFAULT_TIMEOUT_STOP = 90.0
+DEFAULT_CREDENTIALS_DIR = "/run/credentials"
 # systemd's exit codes for a set-up step that failed before execve() (systemd.exec(5), "Process Exit Codes")
 EXIT = {"CHDIR": 200, "FDS": 202, "EXEC": 203, "LIMITS": 205, "SIGNAL_MASK": 207, "GROUP": 216, "USER": 217,
-        "SETSID": 220, "NO_NEW_PRIVILEGES": 227}  # fmt: skip
+        "SETSID": 220, "NO_NEW_PRIVILEGES": 227, "CREDENTIALS": 243}  # fmt: skip
 CLEAN_SIGNALS = ("SIGHUP", "SIGINT", "SIGTERM", "SIGPIPE")  # clean exits besides 0 (systemd.service(5))
 RLIMITS = {"CPU": "RLIMIT_CPU", "FSIZE": "RLIMIT_FSIZE", "DATA": "RLIMIT_DATA", "STACK": "RLIMIT_STACK",
            "CORE": "RLIMIT_CORE", "RSS": "RLIMIT_RSS", "NOFILE": "RLIMIT_NOFILE", "AS": "RLIMIT_AS",
@@ -97,7 +102,7 @@ BYTE_LIMITS = {"FSIZE", "DATA", "STACK", "CORE", "RSS", "AS", "MEMLOCK", "MSGQUE
 APPLIED = {"Type", "ExecStartPre", "TimeoutStartSec", "User", "Group", "SupplementaryGroups", "Environment",
            "EnvironmentFile", "UnsetEnvironment",
            "WorkingDirectory", "ExecStart", "KillMode", "KillSignal", "SendSIGKILL", "TimeoutStopSec",
-           "TimeoutSec", "SuccessExitStatus", "UMask", "NoNewPrivileges", "SetLoginEnvironment",
+           "TimeoutSec", "SuccessExitStatus", "UMask", "NoNewPrivileges", "SetLoginEnvironment", "LoadCredential",
            *("Limit" + name for name in RLIMITS)}  # fmt: skip
 REFUSED = ("ExecStartPost", "ExecCondition", "ExecStop", "ExecStopPost", "PAMName", "DynamicUser",
            "RootDirectory", "RootImage")  # fmt: skip
@@ -961,6 +966,19 @@ def plan(unit_file, instance):
                 del env[name]
                 origin[name] = f"unset by UnsetEnvironment= ({where})"
 
+    credentials = {}  # LoadCredential=ID:PATH; a later one for the same ID wins, an empty one resets
+    for value, where in unit.values("LoadCredential"):
+        if not value:
+            credentials = {}
+            continue
+        cred_id, colon, path = spec(value, where).partition(":")
+        if not cred_id or "/" in cred_id or not colon or not path.startswith("/"):
+            raise UnitError(f"{where}: LoadCredential={value}: this runner reads ID:/absolute/path only")
+        credentials[cred_id] = path
+    if credentials:
+        cred_dir = os.path.join(os.environ.get("GPULXC_UNITS_CREDENTIALS_DIR", DEFAULT_CREDENTIALS_DIR), unit.name)
+        put("CREDENTIALS_DIRECTORY", cred_dir, "LoadCredential=")
+
     # $VAR expansion of each command, at start, in the final environment
     for command in [*pre, main]:
         command["argv"], unset, bad = replace_env_argv(command.pop("argv_template"), env)
@@ -1079,6 +1097,7 @@ def plan(unit_file, instance):
         "environment": env,
         "environment_origin": {k: origin[k] for k in env},
         "environment_files": files_read,
+        "credentials": credentials,
         "kill_mode": kill_mode,
         "kill_signal": kill_signal,
         "send_sigkill": send_sigkill,
@@ -1378,6 +1397,44 @@ def _spawn(p, command, log_fd):
     return pid, {"stage": stage, "errno": int(errno_), "message": message, "status": EXIT.get(stage, 1)}
 
 
+def load_credentials(p):
+    """systemd's LoadCredential=: the files copied into a fresh directory only the unit's user can read."""
+    if not p["credentials"]:
+        return
+    directory = p["environment"]["CREDENTIALS_DIRECTORY"]
+    staging = directory + ".new"
+    if os.path.isdir(staging):
+        for name in os.listdir(staging):
+            os.unlink(os.path.join(staging, name))
+        os.rmdir(staging)
+    os.makedirs(os.path.dirname(directory), mode=0o755, exist_ok=True)
+    os.mkdir(staging, 0o700)
+    for cred_id, path in p["credentials"].items():
+        with open(path, "rb") as source:
+            data = source.read()
+        target = os.path.join(staging, cred_id)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chown(target, p["uid"], p["gid"])
+    os.chown(staging, p["uid"], p["gid"])
+    os.chmod(staging, 0o500)
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            os.unlink(os.path.join(directory, name))
+        os.rmdir(directory)
+    os.rename(staging, directory)
+
+
+def remove_credentials(p):
+    """systemd removes a unit's credentials directory once the unit is dead."""
+    directory = p["environment"].get("CREDENTIALS_DIRECTORY") if p["credentials"] else None
+    if directory and os.path.isdir(directory):
+        for name in os.listdir(directory):
+            os.unlink(os.path.join(directory, name))
+        os.rmdir(directory)
+
+
 class Supervisor:
     """The parent of the unit's processes (their subreaper too), from the first ExecStartPre= to the end."""
 
@@ -1451,6 +1508,7 @@ class Supervisor:
             _reap_some()
             time.sleep(0.05)
         _reap_some()
+        remove_credentials(p)
         self.save(result=result, left_behind=left, finished=True, finished_at=time.time(), phase="dead")
         if message is not None:
             self.notify(message)
@@ -1469,6 +1527,12 @@ class Supervisor:
         if self.no_block:
             self.notify({"ok": True, "pid": None, "no_block": True})
         deadline = self.start_deadline()
+        try:
+            load_credentials(p)
+        except OSError as exc:
+            self.log(f"failed to set up credentials: {exc}")
+            self.finish("resources", {"ok": False, "stage": "CREDENTIALS", "status": EXIT["CREDENTIALS"],
+                                      "message": f"LoadCredential=: {exc}"})  # fmt: skip
         for command in p["exec_start_pre"]:
             if self.stop_requested():
                 self.log("stop requested during start-pre: ExecStart= not run")

@@ -295,10 +295,15 @@ kids = [subprocess.Popen(["/bin/sleep", "300"]).pid]
 if "escape" in mode:  # a grandchild in a session of its own: out of the process group, not out of the unit
     kids.append(subprocess.Popen(["/bin/sleep", "301"], start_new_session=True).pid)
 umask = os.umask(0)
+creds = os.environ.get("CREDENTIALS_DIRECTORY")
+credentials = {"dir": [oct(os.stat(creds).st_mode & 0o7777), os.stat(creds).st_uid], "files": {
+    n: [open(os.path.join(creds, n)).read(), oct(os.stat(os.path.join(creds, n)).st_mode & 0o7777),
+        os.stat(os.path.join(creds, n)).st_uid] for n in sorted(os.listdir(creds))}} if creds else None
 print("PROBE " + json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
       "uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.getgroups()), "umask": umask,
       "sid": os.getsid(0), "pid": os.getpid(), "kids": kids,
-      "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)), "stdin": os.readlink("/proc/self/fd/0")}),
+      "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)), "stdin": os.readlink("/proc/self/fd/0"),
+      "credentials": credentials}),
       flush=True)
 time.sleep(300)
 """
@@ -394,6 +399,27 @@ def test_start_runs_the_unit_as_systemd_would_and_stop_sigterms_the_main_process
     status = run(world, "status", str(unit), "4")
     assert status.returncode == 3 and "inactive (dead)" in status.stdout
     assert not (world / "run/probe@4.pid").exists()
+
+
+@needs_root
+def test_load_credential_hands_root_only_files_to_the_unit_user_only_while_it_runs(world, monkeypatch):
+    monkeypatch.setenv("GPULXC_UNITS_CREDENTIALS_DIR", str(world / "credentials"))
+    secret = world / "secret-key"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)  # root's only, as sglang_router writes its key files
+    unit = probe_unit(world, extra=f"LoadCredential=api-key:{secret}\nLoadCredential=admin:{secret}\n")
+    assert "LoadCredential" not in " ".join(runner.plan(str(unit), "7")["not_applied"])
+    assert run(world, "start", str(unit), "7").returncode == 0
+    out = probe_output(world / "run/probe@7.log")
+    uid = pwd.getpwnam(USER).pw_uid
+    assert out["env"]["CREDENTIALS_DIRECTORY"] == str(world / "credentials/probe@7.service")
+    assert out["credentials"] == {"dir": ["0o500", uid], "files": {"admin": ["s3cret\n", "0o400", uid],
+                                                                    "api-key": ["s3cret\n", "0o400", uid]}}
+    assert run(world, "stop", str(unit), "7").returncode == 0
+    assert not (world / "credentials/probe@7.service").exists()  # gone with the unit, as systemd removes it
+    secret.unlink()  # a credential that cannot be read fails the start, as systemd's 243/CREDENTIALS
+    started = run(world, "start", str(unit), "7")
+    assert started.returncode == 1 and "CREDENTIALS (status=243)" in started.stderr, started.stderr
 
 
 @needs_root

@@ -27,7 +27,7 @@ SECONDS=0
 module gpulxc.sglang.smg_workers '{"urls": ["http://127.0.0.1:30001"], "state": "drained", "timeout": 120}' | grep -E "changed|msg|waited|drained" | head -5
 echo "drained after \$SECONDS s"; units stop "\$UNIT" 1 --json | cut -c1-400; echo "stopped after \$SECONDS s"
 units start "\$UNIT" 1 --clamp-limits --no-block; probe timeline 30001 300
-module gpulxc.sglang.sglang_health '$one' | grep -E "FAILED|msg|chat_seconds" | head -3
+module gpulxc.sglang.sglang_health '{"instances": $one, "deadline": 300}' | grep -E "FAILED|msg|chat_seconds" | head -3
 module gpulxc.sglang.smg_workers '{"urls": ["http://127.0.0.1:30001"], "state": "admitted", "timeout": 120}' | grep -E "changed|msg|FAILED" | head -3
 echo "re-admitted after \$SECONDS s"
 EOS

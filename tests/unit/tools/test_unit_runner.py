@@ -413,8 +413,10 @@ def test_load_credential_hands_root_only_files_to_the_unit_user_only_while_it_ru
     out = probe_output(world / "run/probe@7.log")
     uid = pwd.getpwnam(USER).pw_uid
     assert out["env"]["CREDENTIALS_DIRECTORY"] == str(world / "credentials/probe@7.service")
-    assert out["credentials"] == {"dir": ["0o500", uid], "files": {"admin": ["s3cret\n", "0o400", uid],
-                                                                    "api-key": ["s3cret\n", "0o400", uid]}}
+    assert out["credentials"] == {
+        "dir": ["0o500", uid],
+        "files": {"admin": ["s3cret\n", "0o400", uid], "api-key": ["s3cret\n", "0o400", uid]},
+    }
     assert run(world, "stop", str(unit), "7").returncode == 0
     assert not (world / "credentials/probe@7.service").exists()  # gone with the unit, as systemd removes it
     secret.unlink()  # a credential that cannot be read fails the start, as systemd's 243/CREDENTIALS

@@ -112,9 +112,24 @@ class Router:
 
 
 def in_flight(url, timeout=5):
-    """Requests an SGLang server is running or queueing, from its /metrics; None without metrics."""
+    """Requests an SGLang server is running or queueing; None where it cannot tell.
+
+    From GET /v1/loads, which asks the scheduler (sglang 0.5.12 srt/entrypoints/v1_loads.py:135-187: its
+    aggregate's total_reqs); the /metrics gauges lag - once idle they keep their last busy value until the
+    scheduler's idle refresh 30 s later (srt/managers/scheduler_runtime_checker_mixin.py:506-541). A server
+    without /v1/loads, or one that wants a key for it (/metrics never does), is read from /metrics, as smg
+    1.13.0's load monitor falls back (model_gateway/src/worker/monitor.rs)."""
+    base = url.rstrip("/")
     try:
-        with open_url(url.rstrip("/") + "/metrics", timeout=timeout, use_proxy=False) as response:
+        with open_url(base + "/v1/loads?include=core", timeout=timeout, use_proxy=False) as response:
+            return int(json.loads(response.read())["aggregate"]["total_reqs"])
+    except urllib.error.HTTPError as error:
+        if error.code not in (401, 403, 404, 405, 501):
+            return None
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        with open_url(base + "/metrics", timeout=timeout, use_proxy=False) as response:
             text = response.read().decode()
     except (urllib.error.URLError, OSError):
         return None

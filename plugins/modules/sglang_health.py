@@ -95,6 +95,15 @@ options:
     description: Lines of each unhealthy unit's journal to report.
     type: int
     default: 20
+  crash_restarts:
+    description:
+      - An instance whose unit systemd restarted this many times while waited for (its C(NRestarts)) crashes at
+        every start and is not waited for any longer; V(0) waits for it until the deadline.
+      - A crashing sglang 0.5.12 kills itself with SIGKILL, which the unit counts as a clean exit
+        (C(SuccessExitStatus)), so systemd restarts it again and again; after a long load the start limit
+        may never be reached before the deadline.
+    type: int
+    default: 2
 """
 
 EXAMPLES = r"""
@@ -148,18 +157,34 @@ def probe(url, timeout):
         return f"no answer in {timeout} s ({error})"
 
 
-def given_up(unit):
-    """The unit's state when systemd will not start it again by itself (failed, inactive), else None."""
+def unit_state(unit):
+    """(ActiveState, NRestarts) of the unit; NRestarts counts systemd's automatic restarts since its last start."""
+    out = subprocess.run(["systemctl", "show", "-p", "ActiveState", "-p", "NRestarts", unit], capture_output=True,
+                         text=True, check=False).stdout  # fmt: skip
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    restarts = values.get("NRestarts", "")
+    return values.get("ActiveState", ""), int(restarts) if restarts.isdigit() else 0
+
+
+def given_up(unit, restarts_before, crash_restarts):
+    """Why the unit will not answer, when systemd will not start it again by itself (failed, inactive) or it
+    crashes at every start (restarted crash_restarts times since the wait began: a crashing sglang 0.5.12 kills
+    itself with SIGKILL, which the unit counts as a clean exit, so systemd restarts it again and again, each time
+    through its whole load), else None."""
     if not unit:
         return None
-    state = subprocess.run(["systemctl", "show", "-P", "ActiveState", unit], capture_output=True, text=True,
-                           check=False).stdout.strip()  # fmt: skip
-    return state if state in GIVEN_UP else None
+    state, restarts = unit_state(unit)
+    if state in GIVEN_UP:
+        return f"its unit is {state}: systemd will not start it again"
+    if crash_restarts and restarts - restarts_before >= crash_restarts:
+        return (f"its unit restarted {restarts - restarts_before} times while waited for (NRestarts {restarts}):"
+                " it crashes at every start")  # fmt: skip
+    return None
 
 
-def wait_all(instances, deadline, timeout, interval, on_ready=None):
-    """Poll every instance's /health at once until ready, given up on by systemd, or the deadline;
-    on_ready(result) runs in the instance's thread."""
+def wait_all(instances, deadline, timeout, interval, on_ready=None, *, crash_restarts=2):
+    """Poll every instance's /health at once until ready, given up on by systemd, crashing at every start, or
+    the deadline; on_ready(result) runs in the instance's thread."""
     clock, start = time.monotonic, time.monotonic()
     results = [
         {"name": i["name"], "url": i["url"], "state": "not polled", "seconds_to_healthy": None} for i in instances
@@ -167,6 +192,7 @@ def wait_all(instances, deadline, timeout, interval, on_ready=None):
     units = [i.get("unit") for i in instances]
 
     def watch(result, unit):
+        restarts_before = unit_state(unit)[1] if unit else 0
         while True:
             result["state"] = probe(result["url"], timeout)
             if result["state"] == "ready":
@@ -174,9 +200,10 @@ def wait_all(instances, deadline, timeout, interval, on_ready=None):
                 if on_ready:
                     on_ready(result)
                 return
-            stopped = given_up(unit)
+            stopped = given_up(unit, restarts_before, crash_restarts)
             if stopped:
-                result["state"] += f", and its unit is {stopped}: systemd will not start it again"
+                result["state"] += ", and " + stopped
+                result["given_up"] = True
                 return
             if clock() - start >= deadline:
                 return
@@ -241,6 +268,7 @@ def main():
             "chat_fast": {"type": "float", "default": 5.0},
             "api_key": {"type": "str", "no_log": True},
             "journal_lines": {"type": "int", "default": 20},
+            "crash_restarts": {"type": "int", "default": 2},
         },
         supports_check_mode=True,
     )  # fmt: skip
@@ -265,8 +293,9 @@ def main():
 
     results = wait_all(
         params["instances"], params["deadline"], params["request_timeout"], params["interval"],
-        smoke_test if params["chat"] else None,
+        smoke_test if params["chat"] else None, crash_restarts=params["crash_restarts"],
     )  # fmt: skip
+    gave_up = {r["name"]: r.pop("given_up", False) for r in results}
     unhealthy = [r for r in results if r["state"] != "ready"]
     if unhealthy:
         units = {i["name"]: i.get("unit") for i in params["instances"]}
@@ -276,8 +305,8 @@ def main():
         ]
         module.fail_json(
             msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy "
-            + (f"after {params['deadline']} s: " if any("systemd will not" not in r["state"] for r in unhealthy)
-               else "(systemd gave up on them; not waited for): ")
+            + (f"after {params['deadline']} s: " if not all(gave_up[r["name"]] for r in unhealthy)
+               else "(systemd gave up on them or they crash at every start; not waited for): ")
             + " | ".join(details),
             instances=results, healthy=False,
         )  # fmt: skip

@@ -14,8 +14,11 @@ description:
     O(router_dir). Where they do not exist there is no router and nothing to do.
   - V(drained) removes each worker from the router (smg marks it C(draining) and sends it no new request), then
     waits until the requests it still runs are done - those the router counts for it and those the server
-    reports on C(/metrics) (C(sglang:num_running_reqs) + C(sglang:num_queue_reqs), with C(--enable-metrics)).
-    SGLang 0.5.12 kills what it is running on SIGTERM, so a restart after this loses no request.
+    reports on C(GET /v1/loads) (asked of its scheduler, live), or on C(/metrics) where it has no C(/v1/loads) or
+    wants a key for it (C(sglang:num_running_reqs) + C(sglang:num_queue_reqs), with C(--enable-metrics); those
+    gauges keep their last busy value for up to 30 s once the server is idle).
+    SGLang 0.5.12 drains on SIGTERM too (what runs finishes), but the router would go on sending it new requests
+    until its health checks fail, and its port stays closed for the whole restart.
   - V(admitted) registers each worker that the router does not list (smg checks its health before routing to
     it) and, with O(wait), waits until the router reports every one C(ready) and healthy.
   - A router that does not answer is reported as a warning and changes nothing - smg registers its workers from

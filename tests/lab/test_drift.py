@@ -157,7 +157,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
         ).returncode
         == 0
     )
-    assert "attention-backend: flashinfer" in in_ct("cat /etc/sglang/instance-3.yaml").stdout
+    assert 'attention-backend: "flashinfer"' in in_ct("cat /etc/sglang/instance-3.yaml").stdout
     assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
     assert "dev6: /dev/nvidia3" in conf_text(VMID)
     assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8

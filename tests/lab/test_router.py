@@ -8,6 +8,8 @@ a re-run; client keys from Ansible Vault are enforced and never shown.
 
 import concurrent.futures
 import json
+import os
+import re
 import subprocess
 import threading
 import time
@@ -202,6 +204,38 @@ def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
     assert "changed: [ct980]" in proc.stdout.split("Put every instance in rotation", 1)[1].split("TASK", 1)[0]
     assert workers(key)["http://127.0.0.1:34005"]["status"] == "ready"
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+
+def smg_workers(inventory, **args):
+    """gpulxc.sglang.smg_workers on ct980, as the rolling restart runs it: the process and its result."""
+    argv = [str(REPO / ".venv/bin/ansible"), "ct980", "-i", "inventories/lab", "-i", str(inventory),
+            "-m", "gpulxc.sglang.smg_workers", "-a", json.dumps(args)]  # fmt: skip
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
+    found = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.S)
+    return proc, json.loads(found.group(1)) if found else {}
+
+
+def test_a_drain_right_after_a_request_reads_the_live_load_and_waits_for_nothing(inventory):
+    """The drain asks each server GET /v1/loads (live) before /metrics: sglang 0.5.12's gauges keep their last
+    logged value for 30 s once idle (the stand-in logs as the real scheduler does), and on the H200 a drain
+    reading them waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b)."""
+    url = "http://127.0.0.1:34006"
+    body = json.dumps({"model": "stand-in", "max_tokens": 100, "messages": [{"role": "user", "content": "x"}]})
+    req = urllib.request.Request(url + "/v1/chat/completions", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as response:  # 0.5 s of decoding, logged at 40 and 80 tokens
+        assert response.status == 200
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        assert re.search(r"sglang:num_running_reqs\{[^}]*\} 1\.0", response.read().decode())  # lagging
+    try:
+        proc, result = smg_workers(inventory, urls=[url], state="drained", timeout=60)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        assert result["workers"][url] == "draining" and result["in_flight"] == {url: 0}
+        assert result["waited"] < 5, result
+    finally:
+        proc, result = smg_workers(inventory, urls=[url], state="admitted", timeout=60)
+    assert proc.returncode == 0 and result["workers"][url] == "ready", proc.stdout[-2000:]
 
 
 def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path):

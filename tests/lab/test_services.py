@@ -162,7 +162,7 @@ def test_eight_servers_healthy_one_jit_build_and_a_second_run_changes_nothing(in
         sampled = list(pool.map(sampled_chat, range(8)))
     assert all(code == 200 and took < 1.0 for code, took in sampled), sampled
     config = in_ct("cat /etc/sglang/instance-5.yaml").stdout
-    for line in ("port: 32005", "nccl-port: 33005", "attention-backend: flashinfer", "mem-fraction-static: 0.88"):
+    for line in ("port: 32005", "nccl-port: 33005", 'attention-backend: "flashinfer"', "mem-fraction-static: 0.88"):
         assert line in config.splitlines(), line
     assert "--config /etc/sglang/instance-" in in_ct("systemctl cat sglang@5.service").stdout
     # the model staged from the node's read-only bind mount; the staging unit runs before every instance
@@ -401,7 +401,7 @@ def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
         assert proc.returncode != 0
         out = proc.stdout
         # the rolling restart stops at the instance that does not come back: 6 and 7 keep serving
-        assert "SGLang servers not healthy after 15 s: sglang@5 (http://127.0.0.1:32005): loading" in out
+        assert "SGLang servers not healthy " in out and "sglang@5 (http://127.0.0.1:32005): loading" in out
         assert "Restart sglang@6]" not in out
         assert "unit sglang@5.service is " in out
         assert "RuntimeError: gpulxc lab fault injection: crash at start" in out  # the journal tail
@@ -411,9 +411,10 @@ def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
     assert health() == {str(i): "200" for i in range(8)}
 
 
-def test_an_instance_systemd_gave_up_on_fails_the_run_without_waiting_for_the_deadline(inventory):
-    """Crashing at every start, sglang@5 hits its start limit (5 starts, 5 s apart) and is `failed`: the health
-    check stops waiting for it then, not at its 30-minute deadline; a run without the fault repairs it."""
+def test_an_instance_crashing_at_every_start_fails_the_run_without_waiting_for_the_deadline(inventory):
+    """Crashing at every start, sglang@5 ends each time with SIGKILL as sglang 0.5.12 does - a clean exit for the
+    unit (SuccessExitStatus) - and systemd restarts it, 5 s apart: the health check names it after two restarts
+    (NRestarts), not at its 30-minute deadline nor only at the start limit; a run without the fault repairs it."""
     plan = {"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"5": {"fault": "crash_at_start"}})},
             "sglang_services_health_deadline": 1800}  # fmt: skip
     try:
@@ -422,9 +423,12 @@ def test_an_instance_systemd_gave_up_on_fails_the_run_without_waiting_for_the_de
         took = time.monotonic() - started
         assert proc.returncode != 0
         out = " ".join(proc.stdout.split())
-        assert "SGLang servers not healthy (systemd gave up on them; not waited for): sglang@5 (" in out, out[-3000:]
-        assert "and its unit is failed: systemd will not start it again" in out
-        assert took < 300, took
+        assert (
+            "not healthy (systemd gave up on them or they crash at every start; not waited for): sglang@5 (" in out
+        ), out[-3000:]
+        assert "its unit restarted 2 times while waited for" in out and "it crashes at every start" in out
+        assert "status=9/KILL" in out or "Scheduler hit an exception" in out  # the journal tail
+        assert took < 120, took
     finally:
         proc, changed = play(inventory)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]

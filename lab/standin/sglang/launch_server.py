@@ -5,11 +5,12 @@ deployment can tell, like the real server on a GPU:
 - it accepts exactly sglang 0.5.12's flags (flags.json, which lab/index/build writes from the
   profile's `flags:` table, itself generated from the real parser) and refuses any other, or a value
   outside a flag's choices, as argparse does;
-- it demands what the real server demands: CUDA_HOME (deep_gemm asserts it at import),
-  libnvrtc.so.13 loadable through LD_LIBRARY_PATH (sgl_kernel is NEEDED on it), its GPU's
+- it demands what the real server demands: a CUDA home (deep_gemm asserts one at import: CUDA_HOME, CUDA_PATH,
+  nvcc on PATH or /usr/local/cuda), libnvrtc.so.13 loadable (sgl_kernel is NEEDED on it: LD_LIBRARY_PATH, or
+  torch's nvidia/cu13/lib in the venv), its GPU's
   /dev/nvidiaN openable (ENXIO, "no driver", is what an allowed lab node gives; EPERM means the
   passthrough is not effective), and FlashInfer's JIT at every start: under the op's file lock, ninja (a
-  real nvcc build linked as FlashInfer links: -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda,
+  real nvcc build linked as FlashInfer links: -L$cuda_home/lib64 -L$cuda_home/lib64/stubs -lcudart -lcuda,
   <nv/target>) into the shared FlashInfer cache, nothing to do on a warm cache, the builds counted;
 - the first request with top-k/top-p sampling on each server loads FlashInfer's sampling kernel, building
   it under its lock on a cold cache inside the one scheduler loop: every request of that server stalls
@@ -22,8 +23,14 @@ deployment can tell, like the real server on a GPU:
   watchdog that wakes every 5 s sees the flag, logs "Gracefully exiting... Remaining number of requests N"
   every 5 s while any runs, then the process kills its tree and itself (SIGKILL, kill_process_tree);
 - a chat completion takes 5 ms per completion token (max_tokens, 3 when not given), streamed as
-  server-sent events with "stream": true (a stream cut by SIGKILL has no [DONE]), and /metrics
-  (--enable-metrics) reports the requests in flight as sglang:num_running_reqs;
+  server-sent events with "stream": true (a stream cut by SIGKILL has no [DONE]); requests are taken while it
+  warms up already (only /health says 503: tokenizer_manager.py:516-556 checks no status);
+- its load, as the real one reports it: GET /v1/loads asks the scheduler (live: v1_loads.py:135-187), while
+  /metrics (--enable-metrics) shows sglang:num_running_reqs as last logged - at a request's prefill and every 40
+  decoded tokens (decode_log_interval, scheduler_metrics_mixin.py), and once idle only 30 s after the last log
+  (scheduler_runtime_checker_mixin.py:506-541), so it keeps its last busy value that long;
+- /server_info (and the deprecated /get_server_info): the server's arguments, as http_server.py:620-644 returns
+  them, the key included;
 - its GPU's memory: each server takes its --mem-fraction-static when it profiles, a second after loading,
   from what the others on that GPU hold (a ledger per GPU, /dev/shm/gpulxc-lab-gpu-memory, freed when a
   process ends); one that profiles while another on its GPU is still loading, or finds too little free, dies
@@ -42,12 +49,14 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -165,20 +174,68 @@ def die(message):
     sys.exit(1)
 
 
+def kill_process_tree():
+    """sglang's kill_process_tree(os.getpid(), include_parent=True) (utils/common.py:1149-1193): SIGKILL."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def crash(message):
+    """An exception in a scheduler, ended as sglang 0.5.12 ends it: the scheduler logs it and SIGQUITs the main
+    process (managers/scheduler.py:4043-4046), whose handler kills the tree, itself included, with SIGKILL
+    (entrypoints/engine.py:1284-1290): the unit sees status=9/KILL, which SuccessExitStatus counts as clean (the
+    H200's run C: tests/gpu/runs/2026-12-02-c)."""
+    print(f"Scheduler hit an exception: Traceback (most recent call last):\n{message}", file=sys.stderr, flush=True)
+    print("Received sigquit from a child process. It usually means the child failed.", file=sys.stderr, flush=True)
+    kill_process_tree()
+
+
 def gpu_index():
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
     return int(visible) if visible.isdigit() else 0
 
 
-def check_environment(index):
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if not cuda_home or not Path(cuda_home).is_dir():
-        die("Traceback (most recent call last):\n  File \"deep_gemm/__init__.py\", line 36, in <module>\n"
-            "    assert cuda_home is not None\nAssertionError")  # fmt: skip
+DEFAULT_CUDA = "/usr/local/cuda"
+
+
+def find_cuda_home():
+    """sgl-deep-gemm 0.1.0's _find_cuda_home (deep_gemm/__init__.py:26-38) and FlashInfer 0.6.11's get_cuda_path
+    (flashinfer/jit/cpp_ext.py:48-64): CUDA_HOME, else CUDA_PATH, else two levels above `which nvcc`, else
+    /usr/local/cuda where it exists; None otherwise. On the H200 a unit without CUDA_HOME and CUDA_PATH but the
+    toolkit's bin on PATH served (tests/gpu/runs/2026-12-02-c)."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home is None:
+        nvcc = shutil.which("nvcc")
+        home = (
+            os.path.dirname(os.path.dirname(nvcc)) if nvcc else (DEFAULT_CUDA if os.path.exists(DEFAULT_CUDA) else None)
+        )
+    return home
+
+
+def load_nvrtc():
+    """sgl_kernel's common_ops is NEEDED on libnvrtc.so.13 with no RUNPATH: through LD_LIBRARY_PATH, or already
+    loaded with torch's CUDA libraries from the venv's nvidia/cu13/lib (torch is imported first); on the H200 a
+    unit without LD_LIBRARY_PATH served (tests/gpu/runs/2026-12-02-c)."""
     try:
         ctypes.CDLL("libnvrtc.so.13")
+        return
     except OSError as error:
-        die(f"ImportError: {error}")  # sgl_kernel's common_ops is NEEDED on it, with no RUNPATH
+        missing = error
+    for entry in sys.path:
+        candidate = Path(entry) / "nvidia/cu13/lib/libnvrtc.so.13"
+        if candidate.is_file():
+            ctypes.CDLL(str(candidate))
+            return
+    die(f"ImportError: {missing}")
+
+
+def check_environment(index):
+    if find_cuda_home() is None:
+        die("Traceback (most recent call last):\n  File \"deep_gemm/__init__.py\", line 37, in <module>\n"
+            "    assert cuda_home is not None\nAssertionError")  # fmt: skip
+    try:
+        load_nvrtc()
+    except OSError as error:
+        die(f"ImportError: {error}")
     node = f"/dev/nvidia{index}"
     try:
         os.close(os.open(node, os.O_RDWR))
@@ -228,8 +285,9 @@ def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
         target = build / f"{name}.so"
         build.mkdir(parents=True, exist_ok=True)
         for path, text in ((build / f"{name}.cu", kernel), (build / "build.ninja", (
-            "rule nvcc\n  command = nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
-            "rule link\n  command = c++ -shared $in -o $out -L$$CUDA_HOME/lib64 -L$$CUDA_HOME/lib64/stubs"
+            f"cuda_home = {find_cuda_home()}\nnvcc = $cuda_home/bin/nvcc\n"  # as FlashInfer's build.ninja names them
+            "rule nvcc\n  command = $nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
+            "rule link\n  command = c++ -shared $in -o $out -L$cuda_home/lib64 -L$cuda_home/lib64/stubs"
             " -lcudart -lcuda\n"
             f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"))):  # fmt: skip
             if not path.exists() or path.read_text() != text:  # write_if_different
@@ -241,7 +299,7 @@ def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
                 log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} op={name} started\n")
         proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            die(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
+            crash(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
         load_library(target)
     return built
 
@@ -297,7 +355,7 @@ def allocate_pool(index, fraction):
             ledger[os.getpid()] = {"fraction": fraction, "state": "allocated"}
             ok = True
     if not ok:
-        die("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        crash("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
 
 
 class State:
@@ -308,6 +366,25 @@ class State:
     args = None
     running = 0  # chat completions in flight
     lock = threading.Lock()
+    logged_running = 0  # sglang:num_running_reqs as last logged by the scheduler
+    logged_at = 0.0
+
+    def log_stats(self):
+        """The scheduler's metrics log: the gauges take the live count (call with the lock held)."""
+        self.logged_running, self.logged_at = self.running, time.monotonic()
+
+
+IDLE_LOG_S = 30.0  # _maybe_log_idle_metrics: an idle scheduler logs 30 s after its last log
+DECODE_LOG_INTERVAL = 40  # ServerArgs.decode_log_interval
+
+
+def idle_metrics(state, tick=1.0):
+    """Scheduler.on_idle's _maybe_log_idle_metrics: idle, and 30 s since the last log, the gauges are refreshed."""
+    while True:
+        time.sleep(tick)
+        with state.lock:
+            if state.running == 0 and time.monotonic() > state.logged_at + IDLE_LOG_S:
+                state.log_stats()
 
 
 def sigterm_watchdog(state, interval=5.0, kill=lambda: os.kill(os.getpid(), signal.SIGKILL)):
@@ -327,6 +404,11 @@ def sigterm_watchdog(state, interval=5.0, kill=lambda: os.kill(os.getpid(), sign
 
 def handler_for(state):
     args = state.args
+
+    def decoded(n):
+        if (n + 1) % DECODE_LOG_INTERVAL == 0:  # the decode batch's log, every 40 steps
+            with state.lock:
+                state.log_stats()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "uvicorn"
@@ -362,17 +444,29 @@ def handler_for(state):
                     time.sleep(1.0)  # the generation probe: a healthy /health takes about a second
                 return (HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,)
             model = {"id": name, "object": "model", "owned_by": "sglang", "max_model_len": args.context_length}
+            info = {**vars(args), "status": "ready", "version": "0.5.12"}  # the key too, as the real one
             routes = {
                 "/model_info": {"model_path": args.model_path, "is_generation": True, "model_type": "stand-in"},
                 "/v1/models": {"object": "list", "data": [model]},
+                "/server_info": info,
+                "/get_server_info": info,
             }
-            if self.path in routes:
-                return 200, routes[self.path]
+            path = self.path.split("?", 1)[0]
+            if path in routes:
+                return 200, routes[path]
+            if path == "/v1/loads":
+                with state.lock:
+                    running = state.running
+                load = {"num_running_reqs": running, "num_waiting_reqs": 0, "num_total_reqs": running}
+                return 200, {"timestamp": datetime.now(timezone.utc).isoformat(), "version": "0.5.12",
+                             "dp_rank_count": 1, "loads": [load],
+                             "aggregate": {"total_running_reqs": running, "total_waiting_reqs": 0,
+                                           "total_reqs": running}}  # fmt: skip
             if self.path == "/metrics" and args.enable_metrics:
                 # the real server's labels (tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt, recorded on the H200)
                 labels = f'engine_type="unified",model_name="{name}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
                 text = (
-                    f"sglang:num_running_reqs{{{labels}}} {float(state.running)}\n"
+                    f"sglang:num_running_reqs{{{labels}}} {float(state.logged_running)}\n"
                     f"sglang:num_queue_reqs{{{labels}}} 0.0\nsglang:gpulxc_standin 1.0\n"
                 )
                 return 200, text.encode(), "text/plain; version=0.0.4"
@@ -385,13 +479,12 @@ def handler_for(state):
             request = json.loads(self.rfile.read(length) or b"{}")
             if self.path != "/v1/chat/completions":
                 return self.reply(HTTPStatus.NOT_FOUND, {"detail": "Not Found"})
-            if state.status != "Up":
-                return self.reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "server is starting"})
             prompt = len(json.dumps(request.get("messages", []))) // 4
             completion = int(request.get("max_tokens") or 3)
             reply_id = f"gpulxc-standin-gpu{gpu_index()}-{time.time_ns()}"  # the GPU: tests see where it went
             with state.lock:
                 state.running += 1
+                state.log_stats()  # the prefill batch's log
             try:
                 with state.scheduler:
                     if top_k_top_p(request) and not state.sampling_loaded:
@@ -399,9 +492,10 @@ def handler_for(state):
                         state.sampling_loaded = True
                 if request.get("stream"):
                     return self.stream(reply_id, completion)
-                for _ in range(completion):
+                for n in range(completion):
                     with state.scheduler:
                         time.sleep(0.005)  # decoding: 5 ms a token
+                    decoded(n)
             finally:
                 with state.lock:
                     state.running -= 1
@@ -422,6 +516,7 @@ def handler_for(state):
             for n in range(completion):
                 with state.scheduler:
                     time.sleep(0.005)
+                decoded(n)
                 delta = {"role": "assistant", "content": "x"} if n == 0 else {"content": "x"}
                 chunk = {
                     "id": reply_id,
@@ -452,7 +547,7 @@ def main(argv=None):
     if not (Path(args.model_path) / "config.json").is_file():  # transformers' AutoConfig, as the real one
         die(f"OSError: {args.model_path} does not appear to have a file named config.json.")
     if plan.get("fault") == "crash_at_start":
-        die("RuntimeError: gpulxc lab fault injection: crash at start")
+        crash("RuntimeError: gpulxc lab fault injection: crash at start")
     fraction = args.mem_fraction_static if args.mem_fraction_static is not None else 0.88
     start_loading(index, fraction)
     time.sleep(float(plan.get("load_s", 0)) + PROFILE_S)  # loading weights, profiling: nothing listens yet
@@ -468,6 +563,7 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, sigterm)
     threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
+    threading.Thread(target=idle_metrics, args=(state,), daemon=True).start()
 
     def warm_up():
         time.sleep(float(plan.get("warmup_s", 0)))

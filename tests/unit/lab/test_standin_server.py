@@ -7,6 +7,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -124,20 +125,44 @@ def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
         server.parse_args(["--config", str(config)])
 
 
-def test_it_demands_cuda_home_nvrtc_and_its_gpu_node(monkeypatch, tmp_path, capsys):
+def test_it_demands_a_cuda_home_nvrtc_and_its_gpu_node_as_the_real_one(monkeypatch, tmp_path, capsys):
+    """deep_gemm's _find_cuda_home and FlashInfer's get_cuda_path: CUDA_HOME, CUDA_PATH, `which nvcc`, /usr/local/cuda;
+    libnvrtc.so.13 through the loader or torch's nvidia/cu13/lib. On the H200 units without CUDA_HOME (the
+    toolkit's bin on PATH) and without LD_LIBRARY_PATH served (tests/gpu/runs/2026-12-02-c)."""
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(server, "DEFAULT_CUDA", str(tmp_path / "no-usr-local-cuda"))
     with pytest.raises(SystemExit):
         server.check_environment(0)
     assert "assert cuda_home is not None\nAssertionError" in capsys.readouterr().err
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
-    monkeypatch.setattr(server.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(f"{name}: cannot open")))
+    (tmp_path / "toolkit/bin").mkdir(parents=True)
+    (tmp_path / "toolkit/bin/nvcc").write_text("#!/bin/sh\n")
+    (tmp_path / "toolkit/bin/nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "toolkit/bin"))
+    assert server.find_cuda_home() == str(tmp_path / "toolkit")  # two levels above nvcc
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "path"))
+    assert server.find_cuda_home() == str(tmp_path / "path")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "home"))
+    assert server.find_cuda_home() == str(tmp_path / "home")
+    loaded = []
+
+    def cdll(name):
+        if "/" not in name:
+            raise OSError(f"{name}: cannot open shared object file")
+        loaded.append(name)
+
+    monkeypatch.setattr(server.ctypes, "CDLL", cdll)
+    monkeypatch.setattr(server.sys, "path", [str(tmp_path / "site")])
     with pytest.raises(SystemExit):
         server.check_environment(0)
     assert "ImportError: libnvrtc.so.13: cannot open" in capsys.readouterr().err
-    monkeypatch.setattr(server.ctypes, "CDLL", lambda name: None)
+    (tmp_path / "site/nvidia/cu13/lib").mkdir(parents=True)
+    (tmp_path / "site/nvidia/cu13/lib/libnvrtc.so.13").write_bytes(b"")
+    monkeypatch.setattr(server, "DEFAULT_CUDA", str(tmp_path))
     with pytest.raises(SystemExit):
-        server.check_environment(9999)  # no /dev/nvidia9999
+        server.check_environment(9999)  # nvrtc from torch's wheels; then no /dev/nvidia9999
+    assert loaded == [str(tmp_path / "site/nvidia/cu13/lib/libnvrtc.so.13")]
     assert "no CUDA-capable device is detected (/dev/nvidia9999" in capsys.readouterr().err
 
 
@@ -150,7 +175,11 @@ def get(url, key=None):
         return error.code, b""
 
 
-def test_health_timeline_and_http_surface(monkeypatch):
+def loads(base):
+    return json.loads(get(base + "/v1/loads", "k")[1])["aggregate"]["total_reqs"]
+
+
+def test_health_timeline_and_http_surface():
     state = server.State()
     state.args = server.build_parser().parse_args([*REFERENCE_FLAGS[:-4], "--api-key", "k"])
     httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
@@ -160,6 +189,14 @@ def test_health_timeline_and_http_surface(monkeypatch):
         assert get(base + "/health")[0] == 503  # warming up
         assert get(base + "/model_info")[0] == 401  # needs the key, /health does not
         assert get(base + "/model_info", "k")[0] == 200  # answers during warm-up already
+        warm_body = json.dumps({"model": "model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        warm_request = urllib.request.Request(base + "/v1/chat/completions", data=warm_body, headers={
+            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(warm_request, timeout=5) as response:  # so do completions (no status check)
+            assert response.status == 200
+        info = json.loads(get(base + "/server_info", "k")[1])  # its arguments, the key included, as the real one
+        assert (info["api_key"], info["version"], info["context_length"]) == ("k", "0.5.12", 8192)
+        assert get(base + "/server_info")[0] == 401
         state.status = "Up"
         started = time.monotonic()
         assert get(base + "/health")[0] == 200
@@ -173,6 +210,24 @@ def test_health_timeline_and_http_surface(monkeypatch):
         with urllib.request.urlopen(request, timeout=5) as response:
             reply = json.loads(response.read())
         assert reply["object"] == "chat.completion" and reply["choices"][0]["message"]["role"] == "assistant"
+        state.draining = True  # after SIGTERM
+        assert get(base + "/health")[0] == 503
+    finally:
+        httpd.shutdown()
+
+
+def test_its_load_is_live_on_v1_loads_and_as_last_logged_on_metrics(monkeypatch):
+    """sglang 0.5.12: /v1/loads asks the scheduler (v1_loads.py:135-187); the /metrics gauges are what the scheduler
+    last logged - at a prefill, every 40 decoded tokens, and once idle 30 s after the last log
+    (scheduler_runtime_checker_mixin.py:506-541). On the H200 a drain reading /metrics waited 30.8 s."""
+    monkeypatch.setattr(server, "IDLE_LOG_S", 1.0)
+    state = server.State()
+    state.args = server.build_parser().parse_args([*REFERENCE_FLAGS[:-4], "--api-key", "k"])
+    state.status = "Up"
+    httpd = server.ThreadingHTTPServer(("127.0.0.1", 0), server.handler_for(state))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
         # a long completion (100 tokens, 5 ms each) is in flight, and /metrics counts it
         long_body = json.dumps({"model": "model", "max_tokens": 100, "messages": []}).encode()
         long_request = urllib.request.Request(base + "/v1/chat/completions", data=long_body, headers={
@@ -182,13 +237,18 @@ def test_health_timeline_and_http_surface(monkeypatch):
         worker = threading.Thread(target=lambda: replies.append(urllib.request.urlopen(long_request, timeout=5).read()))
         worker.start()
         time.sleep(0.2)
-        assert b'model_name="model",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.0' in get(base + "/metrics")[1]
+        gauge = 'model_name="model",moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
+        assert f"{gauge} 1.0".encode() in get(base + "/metrics")[1]
+        assert loads(base) == 1
         worker.join()
         assert time.monotonic() - started >= 0.5
         assert json.loads(replies[0])["usage"]["completion_tokens"] == 100
-        assert b'model_name="model",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.0' in get(base + "/metrics")[1]
-        state.draining = True  # after SIGTERM
-        assert get(base + "/health")[0] == 503
+        # idle: /v1/loads asks the scheduler (0), /metrics keeps the last log's value until the idle log
+        assert loads(base) == 0
+        assert f"{gauge} 1.0".encode() in get(base + "/metrics")[1]
+        threading.Thread(target=server.idle_metrics, args=(state, 0.1), daemon=True).start()
+        time.sleep(1.5)
+        assert f"{gauge} 0.0".encode() in get(base + "/metrics")[1]
     finally:
         httpd.shutdown()
 
@@ -225,6 +285,7 @@ def test_a_server_takes_its_gpu_memory_from_what_the_others_hold(tmp_path, monke
         held = json.loads((tmp_path / "gpu0.json").read_text())
         assert held[str(os.getpid())] == {"fraction": fraction, "state": "allocated"}
     else:
+        monkeypatch.setattr(server, "kill_process_tree", lambda: sys.exit(137))
         with pytest.raises(SystemExit):
             server.allocate_pool(0, fraction)
         message = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
@@ -365,3 +426,17 @@ def test_a_config_file_that_is_not_yaml_or_missing_is_refused_as_0_5_12_does(tmp
                 merge(list(argv))
             messages.append(str(info.value))
         assert messages[0] == messages[1], argv
+
+
+def test_a_crash_ends_as_the_real_servers_by_sigkill():
+    """sglang 0.5.12: a scheduler's exception SIGQUITs the main process, which SIGKILLs its tree and itself; on the
+    H200 every such failure (ninja missing, -lcudart not found, nv/target missing) ended with status 9/KILL
+    (tests/gpu/runs/2026-12-02-c)."""
+    code = f"import runpy; s = runpy.run_path({str(SOURCE)!r}); s['crash']('RuntimeError: x')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert proc.stderr.splitlines() == [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: x",
+        "Received sigquit from a child process. It usually means the child failed.",
+    ]

@@ -92,7 +92,9 @@ def test_failure_names_each_unhealthy_instance_its_state_unit_and_journal(module
     def fake_run(argv, **kwargs):
         calls.append(argv)
         # between two automatic restarts (waited for); is-active for the report
-        out = {"show": "activating\n", "is-active": "failed\n"}.get(argv[1], "RuntimeError: crash at start\n")
+        out = {"show": "ActiveState=activating\nNRestarts=0\n", "is-active": "failed\n"}.get(
+            argv[1], "RuntimeError: crash at start\n"
+        )
         return type("P", (), {"stdout": out, "returncode": 0})()
 
     monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
@@ -147,7 +149,7 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
     states = {"sglang@0.service": "active", "sglang@3.service": "failed", "sglang@4.service": "inactive"}
 
     def fake_run(argv, **kwargs):
-        out = states[argv[-1]] + "\n" if argv[:2] == ["systemctl", "show"] else "journal\n"
+        out = f"ActiveState={states[argv[-1]]}\nNRestarts=0\n" if argv[:2] == ["systemctl", "show"] else "journal\n"
         return type("P", (), {"stdout": out, "returncode": 0})()
 
     monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
@@ -158,7 +160,9 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
     ok, result = run(module_exits, instances, deadline=60)
     assert time.monotonic() - started < 5
     assert not ok
-    assert result["msg"].startswith("2 of 3 SGLang servers not healthy (systemd gave up on them; not waited for): ")
+    assert result["msg"].startswith(
+        "2 of 3 SGLang servers not healthy (systemd gave up on them or they crash at every start; not waited for): "
+    )
     assert "sglang@3 (" in result["msg"] and "loading, and its unit is failed" in result["msg"]
     assert "loading, and its unit is inactive: systemd will not start it again" in result["msg"]
     assert result["instances"][0]["state"] == "ready"
@@ -182,3 +186,34 @@ def test_no_fast_sampled_chat_before_the_deadline_fails_naming_the_times(module_
     ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], chat="model", chat_fast=0.5, deadline=1)
     assert not ok
     assert "sglang@0: no sampled chat completion within 0.5 s before the deadline (took [0.6" in result["msg"]
+
+
+def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_the_deadline(
+    module_exits, servers, monkeypatch
+):
+    """sglang 0.5.12 ends a crash with SIGKILL (kill_process_tree), a clean exit for the unit (SuccessExitStatus),
+    so Restart=always starts it again, each time through its whole load: the start limit may never be hit before
+    the deadline. Two automatic restarts while waited for (NRestarts) name it; 0 waits as before."""
+    (fake,) = servers(1)
+    fake.state = "ready"
+    restarts = {"sglang@3.service": 0}
+
+    def fake_run(argv, **kwargs):
+        if argv[:2] == ["systemctl", "show"]:
+            restarts["sglang@3.service"] += 1 if argv[-1] == "sglang@3.service" else 0
+            count = restarts.get(argv[-1], 0) // 3  # a restart every third poll
+            return type("P", (), {"stdout": f"ActiveState=activating\nNRestarts={count}\n", "returncode": 0})()
+        return type("P", (), {"stdout": "Scheduler hit an exception\n", "returncode": 0})()
+
+    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    instances = [{"name": "sglang@0", "url": fake.url, "unit": "sglang@0.service"},
+                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
+    started = time.monotonic()
+    ok, result = run(module_exits, instances, deadline=60, interval=0.05)
+    assert time.monotonic() - started < 5
+    assert not ok and "crash at every start; not waited for): sglang@3 (" in result["msg"]
+    assert "its unit restarted 2 times while waited for (NRestarts 2): it crashes at every start" in result["msg"]
+    assert "Scheduler hit an exception" in result["msg"]  # the journal tail
+    restarts["sglang@3.service"] = 0
+    ok, result = run(module_exits, instances, deadline=1, interval=0.05, crash_restarts=0)
+    assert not ok and result["msg"].startswith("1 of 2 SGLang servers not healthy after 1 s")

@@ -206,3 +206,37 @@ def test_in_flight_counts_running_and_queued_from_metrics(monkeypatch):
         assert _smg.in_flight("http://127.0.0.1:1") is None  # nothing there
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(("loads_status", "expected"), [(200, 0), (401, 1), (404, 1), (500, None)])
+def test_in_flight_reads_the_live_v1_loads_before_the_lagging_metrics(loads_status, expected):
+    """sglang 0.5.12: /v1/loads asks the scheduler (v1_loads.py:135-187); /metrics keeps the last busy value for
+    up to 30 s once idle - on the H200 a drain waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b).
+    A server that wants a key for /v1/loads (401) or lacks it (404) is read from /metrics; any other error
+    says nothing."""
+    loads = {"timestamp": "2026-12-02T01:10:00+00:00", "version": "0.5.12", "dp_rank_count": 1,
+             "loads": [{"num_running_reqs": 0, "num_waiting_reqs": 0, "num_total_reqs": 0}],
+             "aggregate": {"total_running_reqs": 0, "total_waiting_reqs": 0, "total_reqs": 0}}  # fmt: skip
+
+    class Server(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path.startswith("/v1/loads"):
+                self.send_response(loads_status)
+                self.end_headers()
+                self.wfile.write(json.dumps(loads).encode() if loads_status == 200 else b'{"error": "x"}')
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(
+                b'sglang:num_running_reqs{model_name="m"} 1.0\nsglang:num_queue_reqs{model_name="m"} 0.0\n'
+            )
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert _smg.in_flight(f"http://127.0.0.1:{server.server_address[1]}") == expected
+    finally:
+        server.shutdown()

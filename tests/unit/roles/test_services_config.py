@@ -1,0 +1,125 @@
+"""sglang_services' --config files (templates/instance.yaml.j2) and their check before anything changes
+(tasks/preflight.yml, gpulxc.sglang.server_config_errors): the file holds what the check saw (one place,
+_sglang_services_config), a core setting left empty is not written so sglang's default applies, and a setting
+sglang's config merger or parser would refuse fails the preflight naming its variable."""
+
+import importlib.util
+import json
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from test_services_instances import ROLE, decided, errors, render
+
+REPO = ROLE.parents[1]
+FLAGS = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]
+OPTIONAL = {
+    "sglang_services_reasoning_parser": "reasoning-parser",
+    "sglang_services_max_running_requests": "max-running-requests",
+    "sglang_services_context_length": "context-length",
+    "sglang_services_chunked_prefill_size": "chunked-prefill-size",
+    "sglang_services_mamba_scheduler_strategy": "mamba-scheduler-strategy",
+    "sglang_services_mamba_ssm_dtype": "mamba-ssm-dtype",
+}
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    table = tmp_path_factory.mktemp("standin") / "flags.json"
+    table.write_text(json.dumps(FLAGS))
+    spec = importlib.util.spec_from_file_location("standin_for_role", REPO / "lab/standin/sglang/launch_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.FLAGS = table
+    return module
+
+
+def config(**extra):
+    facts = decided(**extra)
+    return yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+
+
+def test_the_default_config_is_the_reference_flags_and_sglang_takes_it(standin):
+    facts = decided()
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    # what the check saw, and each instance's own port, NCCL port and memory fraction
+    per_instance = ("port", "nccl-port", "mem-fraction-static")
+    assert {k: v for k, v in written.items() if k not in per_instance} == facts["_sglang_services_config"]
+    assert written == {
+        "model-path": "/dev/shm/Qwen3.6-27B", "served-model-name": "Qwen3.6-27B", "host": "127.0.0.1",
+        "attention-backend": "flashinfer", "reasoning-parser": "qwen3", "max-running-requests": 64,
+        "context-length": 8192, "chunked-prefill-size": 4096, "mamba-scheduler-strategy": "extra_buffer",
+        "mamba-ssm-dtype": "bfloat16", "trust-remote-code": True, "enable-metrics": True, "port": 30000,
+        "nccl-port": 31000, "mem-fraction-static": 0.88,
+    }  # fmt: skip
+    standin.build_parser().parse_args(standin.config_arguments(written))
+    assert errors() == []
+
+
+@pytest.mark.parametrize("empty", ["", None])
+@pytest.mark.parametrize("variable", sorted(OPTIONAL))
+def test_a_core_setting_left_empty_is_not_written_so_sglangs_default_applies(standin, variable, empty):
+    written = config(**{variable: empty})
+    assert OPTIONAL[variable] not in written
+    assert written["model-path"] == "/dev/shm/Qwen3.6-27B" and written["port"] == 30000
+    standin.build_parser().parse_args(standin.config_arguments(written))
+    assert errors(**{variable: empty}) == []
+
+
+def test_the_role_accepts_an_empty_or_null_integer_setting():
+    options = yaml.safe_load((ROLE / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    for variable in OPTIONAL:
+        for empty in ("", None):
+            result = ArgumentSpecValidator({variable: options[variable]}).validate({variable: empty})
+            assert result.error_messages == [], (variable, empty)
+
+
+def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(standin):
+    extra = {"chat-template": "0.5", "tokenizer-mode": "slow", "cuda-graph-bs": [1, 2], "enable-torch-compile": True,
+             "json-model-override-args": '{"a": "b: c"}', "revision": "yes"}  # fmt: skip
+    facts = decided(sglang_services_extra_flags=extra, sglang_services_api_key="k: #x",
+                    sglang_services_api_key_require_vault=False, sglang_services_context_length="8k")  # fmt: skip
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    assert {key: written[key] for key in extra} == extra
+    assert (written["api-key"], written["context-length"]) == ("k: #x", "8k")
+    args = standin.build_parser().parse_args(standin.config_arguments(written))
+    assert (args.chat_template, args.cuda_graph_bs, args.context_length, args.api_key) == ("0.5", [1, 2], 8000, "k: #x")
+    assert "api-key" not in facts["_sglang_services_config"]  # the key stays out of the facts
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"sglang_services_model_path": ""}, "sglang_services_model_path is empty"),
+        ({"sglang_services_served_model_name": ""}, "sglang_services_served_model_name is empty"),
+        ({"sglang_services_extra_flags": {"mem_fraction_static": 0.3}},
+         "sglang_services_extra_flags['mem_fraction_static']: sets --mem-fraction-static, which the role writes"
+         " itself from sglang_services_mem_fraction_static (or a mem_fraction_static of sglang_services_instances)"),
+        ({"sglang_services_extra_flags": {"context-length": 4096}}, "from sglang_services_context_length: set that"),
+        ({"sglang_services_extra_flags": {"cuda_graph_max_bs": 16}}, "write it cuda-graph-max-bs."),
+        ({"sglang_services_extra_flags": {"lora-strict-loading": True}}, "cannot be set from a config file"),
+        ({"sglang_services_extra_flags": {"chat-template": "-x"}}, "would take it for a flag"),
+        ({"sglang_services_api_key": "-abc", "sglang_services_api_key_require_vault": False},
+         "sglang_services_api_key: --api-key: a value starting with '-'"),
+        ({"sglang_services_context_length": "8x"}, "sglang_services_context_length: --context-length: '8x' is not"),
+        ({"sglang_services_max_running_requests": 6.5}, "sglang_services_max_running_requests: --max-running-"),
+        ({"sglang_services_reasoning_parser": "qwen4"}, "sglang_services_reasoning_parser: --reasoning-parser: 'qwen4"),
+        ({"sglang_services_mamba_ssm_dtype": "fp8"}, "sglang_services_mamba_ssm_dtype: --mamba-ssm-dtype: 'fp8'"),
+    ],
+)  # fmt: skip
+def test_a_setting_sglang_would_refuse_fails_the_preflight_naming_its_variable(extra, message):
+    found = errors(**extra)
+    assert any(message in error for error in found), found
+    assert "-abc" not in str(found)
+
+
+def test_the_h200_inventorys_settings_pass(standin):
+    (host,) = [h for g in yaml.safe_load((REPO / "tests/gpu/inventory.yml").read_text()).values()
+               for n, h in (g.get("hosts") or {}).items() if n == "h200-sglang"]  # fmt: skip
+    settings = {k: v for k, v in host.items() if k.startswith("sglang_services_")}
+    assert errors(gpus=1, **settings) == []
+    facts = decided(gpus=1, **settings)
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][1]))
+    assert facts["_sglang_services_config"]["context-length"] == 4096
+    assert (written["cuda-graph-max-bs"], written["mem-fraction-static"]) == (16, 0.3)
+    standin.build_parser().parse_args(standin.config_arguments(written))

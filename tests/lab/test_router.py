@@ -18,7 +18,7 @@ import urllib.request
 import uuid
 
 import pytest
-from conftest import REPO, ct_state, destroy, pct, run_site
+from conftest import REPO, ct_state, destroy, pct, run_site, task_output
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
@@ -236,6 +236,28 @@ def test_a_drain_right_after_a_request_reads_the_live_load_and_waits_for_nothing
     finally:
         proc, result = smg_workers(inventory, urls=[url], state="admitted", timeout=60)
     assert proc.returncode == 0 and result["workers"][url] == "ready", proc.stdout[-2000:]
+
+
+def test_a_jit_cache_clear_drains_the_instances_at_the_router_first_and_puts_them_back(inventory):
+    """A new stack clears the JIT caches, which stops every instance: each is drained at the router first, as a
+    restart is - no stream in flight is cut - and registered again once started (smg health-checks it first)."""
+    # another stack's lock, left so: the caches are then built for it (this CT's plays skip the stack role)
+    assert in_ct("echo '# gpulxc test: another stack' >>/etc/sglang/stack/stack.lock").returncode == 0
+    with Streams() as streams:
+        time.sleep(3)
+        proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    drain = "gpulxc.sglang.sglang_services : Drain the instances that run on the old caches at the router first"
+    back = "gpulxc.sglang.sglang_services : Back into the router's rotation - the instances drained for a JIT cache"
+    assert "changed: [ct980]" in task_output(proc, drain), proc.stdout[-3000:]
+    assert "changed: [ct980]" in task_output(proc, back + " clear or a move")
+    assert streams.cut == 0 and streams.done > 0, (streams.cut, streams.done, streams.refused[:3])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and readiness().get("healthy_workers") != 8:
+        time.sleep(1)
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path):

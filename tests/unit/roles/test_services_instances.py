@@ -119,7 +119,7 @@ def test_bad_instances_are_refused_naming_the_variable(extra, message):
     assert any(message in error for error in found), found
 
 
-MOVING = "Stop the instances that move to another GPU or change their share of a shared one"
+MOVING = "Decide which instances move to another GPU or change their share of a shared one"
 
 
 def moving(running, **extra):

@@ -26,6 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 SAMPLED = {"temperature": 0.7, "top_p": 0.9, "top_k": 20}
 
@@ -51,9 +52,10 @@ def timeline(port, deadline):
     return {"port": port, "first_seen_s": seen, "healthy": "200" in seen}
 
 
-def chat(port, sampled=False, max_tokens=32, model="qwen3next-tiny", *, stream=False, timeout=900):
+def chat(port, sampled=False, max_tokens=32, model="qwen3next-tiny", *, stream=False, timeout=900, prompt=None):
+    # through smg, a prompt distinct from its first character on: cache_aware sends a repeated one to one worker
     body = {"model": model, "max_tokens": max_tokens, "stream": stream,
-            "messages": [{"role": "user", "content": "Name three colours."}],
+            "messages": [{"role": "user", "content": prompt or "Name three colours."}],
             **(SAMPLED if sampled else {})}  # fmt: skip
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"content-type": "application/json"})  # fmt: skip
@@ -157,7 +159,8 @@ def spread(router, servers, count=32):
     before = {port: metric(port, "sglang:num_requests_total") for port in servers}
     results = []
     for n in range(count):
-        body = {"model": "qwen3next-tiny", "max_tokens": 8, "messages": [{"role": "user", "content": f"Count to {n}."}]}
+        body = {"model": "qwen3next-tiny", "max_tokens": 8,
+                "messages": [{"role": "user", "content": f"{uuid.uuid4().hex} count to {n}."}]}  # fmt: skip
         request = urllib.request.Request(
             f"http://127.0.0.1:{router}/v1/chat/completions",
             data=json.dumps(body).encode(),
@@ -183,7 +186,7 @@ def load(router, seconds, command, parallel=4):
 
     def client():
         while not stop.is_set():
-            r = chat(router, max_tokens=600, stream=True, timeout=300)
+            r = chat(router, max_tokens=600, stream=True, timeout=300, prompt=f"{uuid.uuid4().hex} tell a story.")
             with lock:
                 results.append(r)
             if r["status"] != 200:

@@ -18,7 +18,7 @@ units start "$SMG" --clamp-limits 2>&1 | tail -3
 SECONDS=0; until [ "$("$py" -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8000/readiness", timeout=3).status)' 2>/dev/null)" = 200 ] || [ $SECONDS -gt 90 ]; do sleep 1; done
 echo "router /readiness 200 after $SECONDS s"
 "$py" -c 'import urllib.request as u, json; print(json.dumps(json.loads(u.urlopen("http://127.0.0.1:8000/v1/models", timeout=10).read())))' | cut -c1-300
-stamp "32 completions through the router: each instance's sglang:num_requests_total before and after"
+stamp "32 completions through the router, each prompt distinct: each instance's sglang:num_requests_total before and after"
 probe spread 8000 30000 30001
 stamp "instance 1 restarted under streaming load (4 streams at a time through the router), drained first (sglang_services' rolling restart)"
 cat > /tmp/drained.sh <<EOS

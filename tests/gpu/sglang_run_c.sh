@@ -55,6 +55,7 @@ report() {  # N NAME
   units status "$UNIT" "$1" --json 2>/dev/null | "$py" -c 'import json, sys; d = json.load(sys.stdin); print({k: d["state"].get(k) for k in ("result", "exit_code", "exit_status")})'
   grep -n -m 6 -E "rror|No such file|cannot find|not found|Traceback|Killed|ninja: " "/run/gpulxc-units/sglang@$1.log" | cut -c1-400
   tail -n 4 "/run/gpulxc-units/sglang@$1.log" | cut -c1-300
+  find "/var/cache/sglang/cascade-$1" -name build.ninja -exec grep -h "^cuda_home = \|^nvcc = " {} + 2>/dev/null | sort | uniq -c
 }
 {
 stamp "C: the servers of run B stopped; five variants, one fix each undone"

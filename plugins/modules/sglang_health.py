@@ -273,6 +273,8 @@ def main():
         supports_check_mode=True,
     )  # fmt: skip
     params = module.params
+    if params["crash_restarts"] < 0:
+        module.fail_json(msg=f"crash_restarts is {params['crash_restarts']}: give 0 (wait until the deadline) or more.")
 
     end = time.monotonic() + params["deadline"]
 

@@ -3,9 +3,6 @@
 _sglang_services_config), a core setting left empty is not written so sglang's default applies, and a setting
 sglang's config merger or parser would refuse fails the preflight naming its variable."""
 
-import importlib.util
-import json
-
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -21,17 +18,6 @@ OPTIONAL = {
     "sglang_services_mamba_scheduler_strategy": "mamba-scheduler-strategy",
     "sglang_services_mamba_ssm_dtype": "mamba-ssm-dtype",
 }
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    table = tmp_path_factory.mktemp("standin") / "flags.json"
-    table.write_text(json.dumps(FLAGS))
-    spec = importlib.util.spec_from_file_location("standin_for_role", REPO / "lab/standin/sglang/launch_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.FLAGS = table
-    return module
 
 
 def config(**extra):

@@ -5,8 +5,6 @@ accepted configuration becomes, through the lab's port of ConfigArgumentMerger (
 parser built from the same table takes - and every refusal the parser or merger would make itself is one the
 parser or merger does make."""
 
-import importlib.util
-import json
 from pathlib import Path
 
 import pytest
@@ -42,18 +40,6 @@ DEFAULTS = {
     "mamba-ssm-dtype": "bfloat16", "trust-remote-code": True, "enable-metrics": True,
 }  # fmt: skip
 INSTANCE = {"port": 30000, "nccl-port": 31000, "mem-fraction-static": 0.88}
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    """The lab's port of sglang 0.5.12's config merger and parser, fed the profile's table as the lab's wheel is."""
-    table = tmp_path_factory.mktemp("standin") / "flags.json"
-    table.write_text(json.dumps(FLAGS))
-    spec = importlib.util.spec_from_file_location("standin_for_config", REPO / "lab/standin/sglang/launch_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.FLAGS = table
-    return module
 
 
 def sglang_takes(standin, config):

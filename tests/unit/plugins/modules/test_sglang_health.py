@@ -217,3 +217,9 @@ def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_th
     restarts["sglang@3.service"] = 0
     ok, result = run(module_exits, instances, deadline=1, interval=0.05, crash_restarts=0)
     assert not ok and result["msg"].startswith("1 of 2 SGLang servers not healthy after 1 s")
+
+
+@pytest.mark.parametrize("bad", [-1, -5])
+def test_a_negative_crash_restarts_is_refused_naming_it(module_exits, bad):
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": closed_port_url()}], deadline=60, crash_restarts=bad)
+    assert not ok and result["msg"].startswith(f"crash_restarts is {bad}: give 0")

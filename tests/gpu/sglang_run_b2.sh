@@ -7,6 +7,8 @@
 set -uo pipefail
 source tests/gpu/run_env.sh
 log=$OUT/b2.txt
+# smg's own count of the requests it sent each instance (survives an instance's restart, unlike the server's)
+routed() { echo "smg_worker_requests_total $1: $("$py" -c 'import urllib.request as u; print(" ".join(l.split("worker=")[1].split(",")[0] + "=" + l.rsplit(" ", 1)[1] for l in u.urlopen("http://127.0.0.1:29000/metrics", timeout=10).read().decode().splitlines() if l.startswith("smg_worker_requests_total{")))')"; }
 healthy() { module gpulxc.sglang.sglang_health "{\"instances\": $1, \"deadline\": 600, \"chat\": \"qwen3next-tiny\"}" | grep -E "FAILED|msg|healthy|chat_seconds" | head -8; }
 {
 stamp "B2: both instances still up from B1? (else started again, warm)"
@@ -19,7 +21,7 @@ SECONDS=0; until [ "$("$py" -c 'import urllib.request as u; print(u.urlopen("htt
 echo "router /readiness 200 after $SECONDS s"
 "$py" -c 'import urllib.request as u, json; print(json.dumps(json.loads(u.urlopen("http://127.0.0.1:8000/v1/models", timeout=10).read())))' | cut -c1-300
 stamp "32 completions through the router, each prompt distinct: each instance's sglang:num_requests_total before and after"
-probe spread 8000 30000 30001
+routed before; probe spread 8000 30000 30001; routed after
 stamp "instance 1 restarted under streaming load (4 streams at a time through the router), drained first (sglang_services' rolling restart)"
 cat > /tmp/drained.sh <<EOS
 source tests/gpu/run_env.sh
@@ -31,14 +33,14 @@ module gpulxc.sglang.sglang_health '{"instances": $one, "deadline": 300}' | grep
 module gpulxc.sglang.smg_workers '{"urls": ["http://127.0.0.1:30001"], "state": "admitted", "timeout": 120}' | grep -E "changed|msg|FAILED" | head -3
 echo "re-admitted after \$SECONDS s"
 EOS
-probe load 8000 20 bash /tmp/drained.sh
+routed before; probe load 8000 20 bash /tmp/drained.sh; routed after
 stamp "the same restart without the drain (the control: what the router does with a server that stops under it)"
 cat > /tmp/undrained.sh <<EOS
 source tests/gpu/run_env.sh
 SECONDS=0; units stop "\$UNIT" 1 --json | cut -c1-300; echo "stopped after \$SECONDS s"
 units start "\$UNIT" 1 --clamp-limits --no-block; probe timeline 30001 300; echo "healthy again after \$SECONDS s"
 EOS
-probe load 8000 30 bash /tmp/undrained.sh
+routed before; probe load 8000 30 bash /tmp/undrained.sh; routed after
 stamp "smg's /metrics and the server's, as fixtures"
 "$py" -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:29000/metrics", timeout=10).read().decode())' > "$OUT/smg-1.13.0-metrics.txt"
 grep -v "^#" "$OUT/smg-1.13.0-metrics.txt" | sed 's/[{ ].*//' | sort | uniq -c | sort -rn | head -40

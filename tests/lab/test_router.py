@@ -33,7 +33,9 @@ def inventory(lab_ready, tmp_path_factory):
     path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct980": {
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
         "sglang_services_port_base": 34000, "sglang_services_nccl_port_base": 35000,
-        "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980}}}}))  # fmt: skip
+        "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980,
+        # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back
+        "sglang_router_health_check_interval": 2}}}}))  # fmt: skip
     proc, _ = run_site(path, "ct980")
     assert proc.returncode == 0, proc.stdout[-3000:]
     yield path
@@ -262,25 +264,44 @@ def test_a_jit_cache_clear_drains_the_instances_at_the_router_first_and_puts_the
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
-def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path):
+def client_key_sources(tmp_path, monkeypatch):
+    """{source: (the play's extra arguments, its key)}: where operators keep secrets, each accepted."""
     (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
-    (tmp_path / "keys.yml").write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}]}))
+    (tmp_path / "vault.yml").write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}]}))
     subprocess.run([str(REPO / ".venv/bin/ansible-vault"), "encrypt", "--vault-password-file", str(tmp_path / "pass"),
-                    str(tmp_path / "keys.yml")], check=True, capture_output=True)  # fmt: skip
+                    str(tmp_path / "vault.yml")], check=True, capture_output=True)  # fmt: skip
+    monkeypatch.setenv("GPULXC_TEST_ROUTER_KEY", KEY + "-env")
+    lookup = "{{ lookup('ansible.builtin.env', 'GPULXC_TEST_ROUTER_KEY') }}"
+    (tmp_path / "lookup.yml").write_text(json.dumps({"all": {"vars": {
+        "sglang_router_api_keys": [{"tenant": "lab", "key": lookup}]}}}))  # fmt: skip
+    (tmp_path / "keys.json").write_text(
+        json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY + "-file"}]})
+    )
+    (tmp_path / "env").mkdir()  # as ansible-runner passes AWX's extra variables, marked unsafe as AWX writes them
+    (tmp_path / "env/extravars").write_text(f"sglang_router_api_keys:\n- {{tenant: lab, key: !unsafe '{KEY}-awx'}}\n")
+    return {
+        "vault": (["--vault-password-file", str(tmp_path / "pass"), "-e", f"@{tmp_path / 'vault.yml'}"], KEY),
+        "lookup": (["-i", str(tmp_path / "lookup.yml")], KEY + "-env"),
+        "extra-vars file": (["-e", f"@{tmp_path / 'keys.json'}"], KEY + "-file"),
+        "awx": (["-e", f"@{tmp_path / 'env/extravars'}"], KEY + "-awx"),
+    }
+
+
+def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inventory, tmp_path, monkeypatch):
     try:
-        proc, changed = play(inventory, "-v", "--vault-password-file", str(tmp_path / "pass"),
-                             "-e", f"@{tmp_path / 'keys.yml'}")  # fmt: skip
-        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-        assert KEY not in proc.stdout + proc.stderr
-        assert chat(1) == (401, None)
-        assert chat(1, KEY)[0] == 200
+        for source, (extra, key) in client_key_sources(tmp_path, monkeypatch).items():
+            proc, changed = play(inventory, "-v", *extra)
+            assert proc.returncode == 0 and changed > 0, (source, proc.stdout[-3000:])
+            assert key not in proc.stdout + proc.stderr, source
+            assert chat(1) == (401, None), source
+            assert chat(1, key)[0] == 200, source
         commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
-        assert KEY not in commands and admin_key() not in commands and admin_key() not in proc.stdout
+        assert key not in commands and admin_key() not in commands and admin_key() not in proc.stdout
         assert in_ct("stat -c '%a %U:%G' /etc/smg/control-plane-key").stdout.split() == ["600", "root:root"]
-        holders = in_ct(f"grep -rlF {KEY} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
+        holders = in_ct(f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
                         " | xargs -r stat -c '%a %U:%G %n'").stdout.splitlines()  # fmt: skip
         assert holders and all(line.split()[0][-1] == "0" for line in holders), holders  # none world-readable
-        assert in_ct("systemctl cat smg.service").stdout.count(KEY) == 0
+        assert in_ct("systemctl cat smg.service").stdout.count(key) == 0
     finally:
         proc, changed = play(inventory)
         assert proc.returncode == 0, proc.stdout[-3000:]
@@ -298,7 +319,7 @@ def test_client_keys_from_vault_are_enforced_and_never_shown(inventory, tmp_path
          "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
         ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
         ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
-        ({"sglang_services_api_key": "k", "sglang_services_api_key_require_vault": False},
+        ({"sglang_services_api_key": "k", "sglang_services_api_key_allow_plain_text": True},
          "sglang_services_api_key is set: the router cannot health-check or reach servers that require a key"),
     ],
 )  # fmt: skip

@@ -43,7 +43,9 @@ def inventory(lab_ready, tmp_path_factory):
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
         "sglang_services_port_base": 32000, "sglang_services_nccl_port_base": 33000,
         # all at once: the tests of the rolling restart ask for one at a time (the role's default) themselves
-        "sglang_services_restart_batch": 0}}}}))  # fmt: skip
+        "sglang_services_restart_batch": 0,
+        # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back
+        "sglang_router_health_check_interval": 2}}}}))  # fmt: skip
     proc, _ = play(path, whole=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     # a model too big for the lab CT's 1 GiB /dev/shm (sparse: it takes no room where it is)
@@ -94,6 +96,21 @@ def start_times(since):
                 ready = stamp
         assert started is not None and ready is not None, (i, out[-2000:])
         times[i] = (started, ready)
+    return times
+
+
+def stop_times(since):
+    """{GPU index: (stopping, stopped)}: systemd's "Stopping" and "Stopped" lines of each instance since `since`."""
+    times = {}
+    for i in range(8):
+        out = in_ct(f"journalctl -u sglang@{i}.service -o json --since @{since:.0f} --no-pager").stdout
+        stamps = {}
+        for entry in map(json.loads, out.splitlines()):
+            word, stamp = (entry.get("MESSAGE") or "").split(" ", 1)[0], int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            if word in ("Stopping", "Stopped") and stamp >= since:
+                stamps.setdefault(word, stamp)
+        assert len(stamps) == 2, (i, out[-2000:])
+        times[i] = (stamps["Stopping"], stamps["Stopped"])
     return times
 
 
@@ -248,11 +265,15 @@ def test_a_new_stack_clears_the_jit_caches_first(inventory):
     lock = "/etc/sglang/stack/stack.lock"
     before = in_ct(f"stat -c %Y {BUILDS}").stdout.strip()
     in_ct(f"cp {lock} /root/stack.lock.orig && echo '# gpulxc test: another stack' >>{lock}")
+    since = time.time()
     try:
         proc, changed = play(inventory)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     finally:
         in_ct(f"cp /root/stack.lock.orig {lock}")
+    # the 8 stop together: one after another (each waiting on SGLang's drain, 0-5 s) no two stops would overlap
+    stops = stop_times(since)
+    assert max(sum(start <= t < end for start, end in stops.values()) for t, _ in stops.values()) >= 2, stops
     # the old log went with its cache: one new build of each
     assert builds() == {"gpulxc_standin_decode": 1, "gpulxc_standin_sampling": 1}
     assert in_ct(f"stat -c %Y {BUILDS}").stdout.strip() != before
@@ -501,7 +522,8 @@ def test_two_instances_on_one_gpu_start_one_after_another_at_every_start(invento
         ({"sglang_services_gpus": [0, 9]}, "sglang_services_gpus [0, 9] names GPUs the container does not have: [9]"),
         ({"sglang_services_attention_backend": "fa5"}, "sglang_services_attention_backend fa5 is not an attention"),
         ({"sglang_services_mem_fraction_static": 1.5}, "sglang_services_mem_fraction_static is 1.5; it must be"),
-        ({"sglang_services_api_key": "plain-text-key"}, "sglang_services_api_key is written in plain text: put it in"),
+        ({"sglang_services_api_key": "plain-text-key"},
+         "sglang_services_api_key is written in plain text (an inventory, a vars file, a playbook or the command"),
         ({"sglang_services_model_source": ""},
          "sglang_services_model_path /dev/shm/stand-in is under /dev/shm, which a reboot empties: set"),
         ({"sglang_services_model_source": "/mnt/nothing"},
@@ -509,6 +531,8 @@ def test_two_instances_on_one_gpu_start_one_after_another_at_every_start(invento
         ({"sglang_services_model_source": "/srv/big-model"},
          "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
         ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
+        ({"sglang_services_host": "0.0.0.0"},
+         "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set"),
         ({"sglang_services_model_stage_reserve_mb": -1}, "sglang_services_model_stage_reserve_mb is -1; it must be 0"),
     ],
 )  # fmt: skip

@@ -64,7 +64,7 @@ def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(sta
     extra = {"chat-template": "0.5", "tokenizer-mode": "slow", "cuda-graph-bs": [1, 2], "enable-torch-compile": True,
              "json-model-override-args": '{"a": "b: c"}', "revision": "yes"}  # fmt: skip
     facts = decided(sglang_services_extra_flags=extra, sglang_services_api_key="k: #x",
-                    sglang_services_api_key_require_vault=False, sglang_services_context_length="8k")  # fmt: skip
+                    sglang_services_api_key_allow_plain_text=True, sglang_services_context_length="8k")  # fmt: skip
     written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
     assert {key: written[key] for key in extra} == extra
     assert (written["api-key"], written["context-length"]) == ("k: #x", "8k")
@@ -85,7 +85,7 @@ def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(sta
         ({"sglang_services_extra_flags": {"cuda_graph_max_bs": 16}}, "write it cuda-graph-max-bs."),
         ({"sglang_services_extra_flags": {"lora-strict-loading": True}}, "cannot be set from a config file"),
         ({"sglang_services_extra_flags": {"chat-template": "-x"}}, "would take it for a flag"),
-        ({"sglang_services_api_key": "-abc", "sglang_services_api_key_require_vault": False},
+        ({"sglang_services_api_key": "-abc", "sglang_services_api_key_allow_plain_text": True},
          "sglang_services_api_key: --api-key: a value starting with '-'"),
         ({"sglang_services_context_length": "8x"}, "sglang_services_context_length: --context-length: '8x' is not"),
         ({"sglang_services_max_running_requests": 6.5}, "sglang_services_max_running_requests: --max-running-"),

@@ -273,7 +273,8 @@ def client_key_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("GPULXC_TEST_ROUTER_KEY", KEY + "-env")
     lookup = "{{ lookup('ansible.builtin.env', 'GPULXC_TEST_ROUTER_KEY') }}"
     (tmp_path / "lookup.yml").write_text(json.dumps({"all": {"vars": {
-        "sglang_router_api_keys": [{"tenant": "lab", "key": lookup}]}}}))  # fmt: skip
+        # a tenant starting with "-": smg would take it for a flag if handed as a separate argument
+        "sglang_router_api_keys": [{"tenant": "-lab", "key": lookup}]}}}))  # fmt: skip
     (tmp_path / "keys.json").write_text(
         json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY + "-file"}]})
     )
@@ -297,7 +298,8 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
             assert chat(1, key)[0] == 200, source
         commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
         assert key not in commands and admin_key() not in commands and admin_key() not in proc.stdout
-        assert in_ct("stat -c '%a %U:%G' /etc/smg/control-plane-key").stdout.split() == ["600", "root:root"]
+        modes = in_ct("stat -c '%a %U:%G' /etc/smg/control-plane-key /etc/smg/router-args.json").stdout.split()
+        assert modes == ["600", "root:root"] * 2, modes
         holders = in_ct(f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
                         " | xargs -r stat -c '%a %U:%G %n'").stdout.splitlines()  # fmt: skip
         assert holders and all(line.split()[0][-1] == "0" for line in holders), holders  # none world-readable

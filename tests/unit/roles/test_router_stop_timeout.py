@@ -16,7 +16,9 @@ ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
 
 def render(name, **overrides):
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    variables = {**trusted(defaults), "ansible_managed": "managed", "gpulxc_router_venv": "/opt/smg/venv",
+    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
+    variables = {**trusted(defaults), **trusted(role_vars), "ansible_managed": "managed",
+                 "gpulxc_router_venv": "/opt/smg/venv",
                  "gpulxc_router_dir": "/etc/smg", "gpulxc_facts_dir": "/etc/ansible/facts.d",
                  "sglang_router_services": {"instances": [{"unit": "sglang@0.service", "url": "http://127.0.0.1:30000"}]},
                  **overrides}  # fmt: skip

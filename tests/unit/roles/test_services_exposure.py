@@ -6,7 +6,7 @@ from ansible_collections.gpulxc.sglang.plugins.test.loopback import loopback
 from test_services_instances import errors
 
 LOOPBACK = ["127.0.0.1", "127.0.0.53", "::1", "[::1]", "localhost"]
-REACHABLE = ["0.0.0.0", "::", "", "10.1.2.3", "192.168.0.7", "fd00::5", "[fe80::1]", "node1.example.org", "ct200"]
+REACHABLE = ["0.0.0.0", "::", "10.1.2.3", "192.168.0.7", "fd00::5", "[fe80::1]", "node1.example.org", "ct200"]
 MESSAGE = "is reachable from other machines and the servers have no key"
 
 
@@ -24,3 +24,8 @@ def test_a_server_other_machines_reach_needs_a_key(host):
                for e in found), found  # fmt: skip
     for opt_out in ({"sglang_services_api_key": "k"}, {"sglang_services_allow_keyless_network": True}):
         assert not [e for e in errors(sglang_services_host=host, **opt_out) if MESSAGE in e], opt_out
+
+
+def test_an_empty_host_is_sglangs_own_default_loopback_and_needs_no_key():
+    # left out of the config, so sglang 0.5.12 binds its default 127.0.0.1 (server_args.py:387 in the wheel)
+    assert errors(sglang_services_host="") == []

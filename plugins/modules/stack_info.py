@@ -13,6 +13,7 @@ description:
     environments (O(venv), O(router_venv)), as the C(importlib.metadata) of the container's Python sees them.
   - Reads the served model from the first instance's configuration (the lowest-numbered C(instance-N.yaml) in
     O(config_dir)) - C(served-model-name), else C(model-path).
+  - Reads each instance's address, port and whether it demands a key from its configuration.
   - Reads the router's address from its arguments (C(router-args.json) in O(router_dir)) and whether it demands a
     client key (a key in C(tenant-api-keys)); never the key itself. A router bound to every address is reported
     at the container's first address (C(hostname -I)).
@@ -94,6 +95,18 @@ router:
   contains:
     url: {description: Where clients reach it., type: str, sample: "http://10.0.0.5:8000"}
     keyed: {description: It demands a client key., type: bool, sample: true}
+    host: {description: The address it binds (C(--host))., type: str, sample: 0.0.0.0}
+    metrics:
+      description: Where its Prometheus endpoint listens (plain HTTP, no key), null when its arguments name no port.
+      type: dict
+      sample: {host: 127.0.0.1, port: 29000}
+servers:
+  description: Each instance's address, port and whether it demands a key (C(api-key) set; never the key), from its
+    configuration in O(config_dir); an instance that names no host binds sglang's default V(127.0.0.1).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{instance: 0, host: 127.0.0.1, port: 30000, keyed: false}]
 """
 
 import glob
@@ -157,14 +170,36 @@ def model(path):
     return settings.get("served-model-name") or settings.get("model-path") or None
 
 
+def servers(directory):
+    """Per instance configuration: the address it binds (sglang 0.5.12's default 127.0.0.1 when the file names
+    none), its port and whether it demands a key (never the key)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = []
+    for number, name in sorted((int(m.group(1)), name) for name in names if (m := INSTANCE.match(name))):
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                settings = flat_yaml(handle.read())
+        except OSError:
+            continue
+        port = settings.get("port", "30000")
+        port = int(port) if port.isdigit() else port
+        found.append({"instance": number, "host": settings.get("host") or "127.0.0.1", "port": port,
+                      "keyed": bool(settings.get("api-key"))})  # fmt: skip
+    return found
+
+
 def router(module, directory):
     try:
         with open(os.path.join(directory, "router-args.json")) as handle:
             args = json.load(handle)
     except (OSError, ValueError):
         return None
-    option = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i] in ("--host", "--port")}
-    host = option.get("--host", "0.0.0.0")
+    named = ("--host", "--port", "--prometheus-host", "--prometheus-port")
+    option = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i] in named}
+    host = bound = option.get("--host", "0.0.0.0")
     if host in EVERY_ADDRESS:
         rc, out, _err = module.run_command([module.get_bin_path("hostname", required=True), "-I"])
         addresses = out.split() if rc == 0 else []
@@ -174,7 +209,10 @@ def router(module, directory):
             keyed = any(line.strip() and not line.startswith("#") for line in handle)
     except OSError:
         keyed = False
-    return {"url": f"http://{host}:{option.get('--port', '30000')}", "keyed": keyed}
+    metrics = None
+    if "--prometheus-port" in option:
+        metrics = {"host": option.get("--prometheus-host", "0.0.0.0"), "port": int(option["--prometheus-port"])}
+    return {"url": f"http://{host}:{option.get('--port', '30000')}", "keyed": keyed, "host": bound, "metrics": metrics}
 
 
 def main():
@@ -203,6 +241,7 @@ def main():
         model=model(config),
         config=config,
         router=router(module, params["router_dir"]),
+        servers=servers(params["config_dir"]),
     )
 
 

@@ -65,7 +65,10 @@ def test_from_an_empty_node_to_8_healthy_servers_behind_the_router_in_one_run(fi
     assert lines[1] == "GPUs: 8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, SM 12.0 (indexes 0,1,2,3,4,5,6,7)"
     assert lines[2].startswith("stack: sglang 0.5.12, torch 2.11.0, flashinfer-python 0.6.11.post1, ")
     assert "nvidia-cuda-nvcc 13.2.78" in lines[2] and "smg 1.13.0" in lines[2]
-    assert lines[4] == "endpoint: http://127.0.0.1:8990 (SGLang model gateway)"
+    assert lines[4] == "endpoint: http://127.0.0.1:8990 (SGLang model gateway, this container only, no key, plain HTTP)"
+    ports = ", ".join(str(36000 + n) for n in range(8))
+    assert lines[6:] == ["router metrics: http://127.0.0.1:29990/metrics, this container only",
+                         f"servers: 8 on 127.0.0.1 port {ports}, this container only, no key"]  # fmt: skip
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
     curl = lines[5].removeprefix("try: ")
     answer = subprocess.run(["/bin/bash", "-c", curl], capture_output=True, text=True, check=True, timeout=60)

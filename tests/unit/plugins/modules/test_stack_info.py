@@ -33,7 +33,10 @@ def container(tmp_path):
     (config / "instance-0.yaml").write_text(
         '# Ansible managed\nmodel-path: "/dev/shm/Qwen3.6-27B"\nserved-model-name: "Qwen3.6-27B"\nport: 30000\n'
     )
-    (config / "instance-1.yaml").write_text('model-path: "/dev/shm/Qwen3.6-27B"\nserved-model-name: "other"\n')
+    (config / "instance-1.yaml").write_text(
+        'model-path: "/dev/shm/Qwen3.6-27B"\nserved-model-name: "other"\nhost: "0.0.0.0"\nport: 30001\n'
+        'api-key: "never-shown"\n'
+    )
     router.mkdir()
     (router / "router-args.json").write_text(json.dumps(["--host", "127.0.0.1", "--port", "8990", "--policy", "x"]))
     (router / "tenant-api-keys").write_text("# tenant:key, one a line (gpulxc.sglang.sglang_router)\nlab:secret\n")
@@ -67,7 +70,11 @@ def test_a_converged_container(container, module_exits, monkeypatch):
     )
     assert result["model"] == "Qwen3.6-27B"  # instance 0's, not instance 1's
     assert result["config"] == container["config_dir"] + "/instance-0.yaml"
-    assert result["router"] == {"url": "http://127.0.0.1:8990", "keyed": True}
+    assert result["router"] == {"url": "http://127.0.0.1:8990", "keyed": True, "host": "127.0.0.1", "metrics": None}
+    # instance 0 names no host: sglang's default; instance 1 binds every address with a key, which is never returned
+    assert result["servers"] == [{"instance": 0, "host": "127.0.0.1", "port": 30000, "keyed": False},
+                                 {"instance": 1, "host": "0.0.0.0", "port": 30001, "keyed": True}]  # fmt: skip
+    assert "never-shown" not in json.dumps(result)
     assert calls == []  # a router on loopback needs no address lookup
 
 
@@ -101,10 +108,12 @@ def test_no_router_and_no_configuration(container, module_exits, monkeypatch, tm
 
 def test_a_router_on_every_address_is_reported_at_the_first_one_without_a_key(container, module_exits, monkeypatch):
     router = Path(container["router_dir"])
-    (router / "router-args.json").write_text(json.dumps(["--host", "0.0.0.0", "--port", "8000"]))
+    args = ["--host", "0.0.0.0", "--port", "8000", "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
+    (router / "router-args.json").write_text(json.dumps(args))
     (router / "tenant-api-keys").write_text("# tenant:key, one a line (gpulxc.sglang.sglang_router)\n")
     result, calls = run(container, monkeypatch)
-    assert result["router"] == {"url": "http://10.0.0.5:8000", "keyed": False}
+    assert result["router"] == {"url": "http://10.0.0.5:8000", "keyed": False, "host": "0.0.0.0",
+                                "metrics": {"host": "0.0.0.0", "port": 29000}}  # fmt: skip
     assert calls == [["/usr/bin/hostname", "-I"]]
 
 

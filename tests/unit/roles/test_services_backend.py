@@ -29,7 +29,7 @@ def test_the_default_is_the_sms_own(sm, default):
 
 
 @pytest.mark.parametrize(("sm", "backend"), [("12.0", "fa3"), ("12.0", "trtllm_mha"), ("9.0", "trtllm_mha"),
-                                             ("7.5", "flashinfer"), ("12.0", "no_such_backend")])  # fmt: skip
+                                             ("7.5", "flashinfer")])  # fmt: skip
 def test_a_backend_the_sm_cannot_run_is_refused_naming_the_sm(sm, backend):
     found = errors(sglang_services_attention_backend=backend, **gpus(sm, sm))
     runs = STACK["attention_backends"].get(sm, ["triton"])
@@ -37,6 +37,16 @@ def test_a_backend_the_sm_cannot_run_is_refused_naming_the_sm(sm, backend):
     expected = (f"sglang_services_attention_backend {backend} does not run on SM {sm} (GPUs 0, 1), which runs {runs}"
                 f" with the stack profile sglang-0.5.12: pick one of {runs}")  # fmt: skip
     assert expected in " ".join(found), found
+
+
+@pytest.mark.parametrize("backend", ["fa5", "no_such_backend", "FlashInfer", " flashinfer"])
+def test_a_name_the_parser_does_not_know_is_refused_by_its_choices_alone(backend):
+    found = errors(sglang_services_attention_backend=backend, **gpus("12.0", "12.0"))
+    assert len(found) == 1, found
+    assert found[0].startswith(
+        f"sglang_services_attention_backend: --attention-backend: {backend!r} is not one of its"
+        " choices (triton, torch_native"
+    ), found
 
 
 def test_with_two_sms_only_what_both_run_is_chosen_or_accepted():

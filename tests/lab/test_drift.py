@@ -97,6 +97,8 @@ BREAKS = {
     # and the services' own state
     "a stopped unit": "systemctl stop sglang@5.service",
     "an edited unit file": "echo 'Environment=EDITED_BY_HAND=1' >>/etc/systemd/system/sglang@.service",
+    # a tool deleted while its package still reads as installed (g++ is a link to g++-12's binary)
+    "a deleted compiler": "rm /usr/bin/g++-12 && dpkg-query -W -f='${Status}' g++-12 | grep -q 'ok installed'",
 }
 
 
@@ -110,6 +112,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
         handle.writelines(kept)
     assert "dev6:" not in conf_text(VMID)
     assert in_ct("command -v ninja").returncode != 0
+    assert in_ct("g++ --version").returncode != 0
 
     proc, changed = run_site(inventory, "ct990", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -133,6 +136,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
         "8": (services, "/etc/sglang/instance-3.yaml"),
         "stopped unit": (start, None),
         "edited unit": (services, "/etc/systemd/system/sglang@.service"),
+        "deleted compiler": ("gpulxc.sglang.jit_toolchain : Reinstall the packages whose tool no longer runs", None),
         "devN": ("gpulxc.sglang.pct_container : Create the container or bring its config to what is asked", None),
     }
     missing = {fix: task for fix, (task, _) in expected.items() if task not in reported}
@@ -152,6 +156,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "nvidia-nvvm==13.2.78"):
         assert pin in freeze, pin
     assert in_ct("command -v ninja").returncode == 0
+    assert in_ct("g++ --version").returncode == 0
     assert "/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
     assert (
         in_ct(

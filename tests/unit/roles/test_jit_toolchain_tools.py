@@ -1,0 +1,83 @@
+"""jit_toolchain checks each tool by running it (tasks/install.yml, templated as Ansible does, its script run by bash
+with stand-in tools first on PATH): a tool that fails names the Debian packages owning its path and its link
+target for the reinstall; one no package owns is left with none, which stops the run naming it."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.template import Templar, trust_as_template
+from conftest import trusted
+
+ROLE = Path(__file__).resolve().parents[3] / "roles/jit_toolchain"
+RUN = "Run each tool and name the packages owning those that fail"
+NOTE = "Note the tools that no longer run and their packages"
+UNREPAIRABLE = "Say what cannot be repaired"
+
+
+def task(name):
+    (found,) = [t for t in yaml.safe_load((ROLE / "tasks/install.yml").read_text()) if t.get("name") == name]
+    return found
+
+
+def broken(tmp_path, failing=(), owners=None):
+    """_jit_toolchain_broken for stand-in tools: those in `failing` exit 1; dpkg-query knows `owners` (path -> line)."""
+    bin_dir, include = tmp_path / "bin", tmp_path / "include"
+    bin_dir.mkdir()
+    include.mkdir()
+    if "the Python headers" not in failing:
+        (include / "Python.h").write_text("")
+    tools = {"ninja": "ninja" in failing, "g++": "g++" in failing}
+    for name, fails in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\nexit {1 if fails else 0}\n")
+    (bin_dir / "python3").write_text(f"#!/bin/sh\necho {include}\n")
+    table = "\n".join(f'  "{path}") echo "{line}" ;;' for path, line in (owners or {}).items())
+    (bin_dir / "dpkg-query").write_text(f'#!/bin/bash\ncase "$2" in\n{table}\n  *) exit 1 ;;\nesac\n')
+    (bin_dir / "readlink").write_text('#!/bin/sh\n[ "$2" = /usr/bin/g++ ] && echo /usr/bin/g++-12 || echo "$2"\n')
+    for path in bin_dir.iterdir():
+        path.chmod(0o755)
+    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
+    script = Templar(variables=variables).template(trusted(task(RUN)["ansible.builtin.shell"]["cmd"]))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    proc = subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    registered = {"stdout_lines": proc.stdout.splitlines()}
+    facts = {**variables, "jit_toolchain_tools_result": registered}
+    found = Templar(variables=facts).template(trusted(task(NOTE)["ansible.builtin.set_fact"]["_jit_toolchain_broken"]))
+    stop = Templar(variables={**facts, "_jit_toolchain_broken": found}).template(
+        trust_as_template("{{ " + task(UNREPAIRABLE)["when"] + " }}")
+    )
+    return found, stop
+
+
+def test_tools_that_run_are_left_alone(tmp_path):
+    assert broken(tmp_path) == ([], False)
+
+
+@pytest.mark.parametrize(
+    ("tool", "owners", "packages"),
+    [
+        ("ninja", {"/usr/bin/ninja": "ninja-build: /usr/bin/ninja"}, ["ninja-build"]),
+        # the link is g++'s, the binary it points to g++-12's: both are reinstalled
+        ("g++", {"/usr/bin/g++": "g++: /usr/bin/g++", "/usr/bin/g++-12": "g++-12: /usr/bin/g++-12"}, ["g++", "g++-12"]),
+        # a diverted path names two packages; an architecture-qualified name is kept as apt takes it
+        ("g++", {"/usr/bin/g++-12": "g++-12:amd64, gcc-doc: /usr/bin/g++-12"}, ["g++-12:amd64", "gcc-doc"]),
+    ],
+)  # fmt: skip
+def test_a_tool_that_fails_names_the_packages_of_its_path_and_link_target(tmp_path, tool, owners, packages):
+    found, stop = broken(tmp_path, failing=[tool], owners=owners)
+    assert [(b["tool"], sorted(b["packages"])) for b in found] == [(tool, packages)]
+    assert stop is False
+
+
+def test_missing_python_headers_name_their_package(tmp_path):
+    header = str(tmp_path / "include/Python.h")
+    found, _ = broken(tmp_path, failing=["the Python headers"], owners={header: f"libpython3.11-dev:amd64: {header}"})
+    assert found == [{"tool": "the Python headers", "path": header, "packages": ["libpython3.11-dev:amd64"]}]
+
+
+def test_a_tool_no_package_owns_stops_the_run(tmp_path):
+    found, stop = broken(tmp_path, failing=["ninja", "g++"], owners={"/usr/bin/g++": "g++: /usr/bin/g++"})
+    assert [(b["tool"], b["packages"]) for b in found] == [("ninja", []), ("g++", ["g++"])]
+    assert stop is True

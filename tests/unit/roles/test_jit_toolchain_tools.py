@@ -81,3 +81,15 @@ def test_a_tool_no_package_owns_stops_the_run(tmp_path):
     found, stop = broken(tmp_path, failing=["ninja", "g++"], owners={"/usr/bin/g++": "g++: /usr/bin/g++"})
     assert [(b["tool"], b["packages"]) for b in found] == [("ninja", []), ("g++", ["g++"])]
     assert stop is True
+
+
+@pytest.mark.parametrize("failing", [[], ["ninja"], ["g++"], ["the Python headers"], ["ninja", "g++"]])
+def test_the_final_check_fails_naming_each_tool_that_does_not_run(tmp_path, failing):
+    broken(tmp_path, failing=failing)  # the stand-in tools
+    (verify,) = [t for t in yaml.safe_load((ROLE / "tasks/verify.yml").read_text()) if "ansible.builtin.shell" in t]
+    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
+    script = Templar(variables=variables).template(trusted(verify["ansible.builtin.shell"]["cmd"]))
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    proc = subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert (proc.returncode != 0) == bool(failing), proc.stderr
+    assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == failing, proc.stderr

@@ -21,6 +21,14 @@ def task(name):
     return found
 
 
+def run_script(tmp_path, shell_task):
+    """The task's script, templated with the role's vars, run by bash with the stand-in tools first on PATH."""
+    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
+    script = Templar(variables=variables).template(trusted(shell_task["ansible.builtin.shell"]["cmd"]))
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    return subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+
+
 def broken(tmp_path, failing=(), owners=None):
     """_jit_toolchain_broken for stand-in tools: those in `failing` exit 1; dpkg-query knows `owners` (path -> line)."""
     bin_dir, include = tmp_path / "bin", tmp_path / "include"
@@ -38,9 +46,7 @@ def broken(tmp_path, failing=(), owners=None):
     for path in bin_dir.iterdir():
         path.chmod(0o755)
     variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
-    script = Templar(variables=variables).template(trusted(task(RUN)["ansible.builtin.shell"]["cmd"]))
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    proc = subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    proc = run_script(tmp_path, task(RUN))
     assert proc.returncode == 0, proc.stderr
     registered = {"stdout_lines": proc.stdout.splitlines()}
     facts = {**variables, "jit_toolchain_tools_result": registered}
@@ -87,9 +93,6 @@ def test_a_tool_no_package_owns_stops_the_run(tmp_path):
 def test_the_final_check_fails_naming_each_tool_that_does_not_run(tmp_path, failing):
     broken(tmp_path, failing=failing)  # the stand-in tools
     (verify,) = [t for t in yaml.safe_load((ROLE / "tasks/verify.yml").read_text()) if "ansible.builtin.shell" in t]
-    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
-    script = Templar(variables=variables).template(trusted(verify["ansible.builtin.shell"]["cmd"]))
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
-    proc = subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    proc = run_script(tmp_path, verify)
     assert (proc.returncode != 0) == bool(failing), proc.stderr
     assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == failing, proc.stderr

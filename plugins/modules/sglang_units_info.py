@@ -19,6 +19,11 @@ description:
   - Lists what the role acts on - the instances to start (not running or not enabled), the failed ones (systemd
     gave up on them), those with a stale environment, and the instances present that were not asked for (running
     or enabled).
+  - Lists the unit drop-ins added by hand - the C(*.conf) files systemd applies to an instance or the staging
+    unit (C(DropInPaths)) from a directory named for that unit or the C(sglang@.service) template, in
+    C(/etc/systemd/system) or C(/run/systemd/system); the role writes none, so each one changes an instance
+    behind the inventory's back. Drop-ins of other directories (a distribution's, the node-wide C(service.d))
+    are not listed.
   - Changes nothing.
 author:
   - gpulxc.sglang developers (@gpulxc)
@@ -38,6 +43,11 @@ options:
   env_file:
     description: The environment file the instances read (C(EnvironmentFile=)); when omitted, no instance is stale.
     type: path
+  kept_drop_ins:
+    description: Drop-ins the caller writes itself, left out of RV(drop_ins) and RV(drop_in_instances).
+    type: list
+    elements: path
+    default: []
   config_dir:
     description:
       - The instances' configuration directory (C(instance-<index>.yaml)); with it each running instance's share
@@ -74,6 +84,7 @@ instances:
     running: {description: 'C(active), C(activating) or C(reloading).', type: bool}
     failed: {description: C(ActiveState) is C(failed) - systemd gave up on it., type: bool}
     main_pid: {description: 'The main process, 0 when none.', type: int}
+    drop_ins: {description: 'The drop-ins added by hand that apply to it.', type: list, elements: str}
     stale_env: {description: It runs with an environment other than O(env_file)'s now., type: bool}
     share:
       description:
@@ -105,6 +116,18 @@ unwanted:
   type: list
   elements: str
   sample: [sglang@7.service]
+drop_ins:
+  description: The drop-ins added by hand (see the description), each once.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/sglang@.service.d/override.conf]
+drop_in_instances:
+  description: The indexes asked for that one of RV(drop_ins) applies to.
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3]
 staging:
   description: The model staging unit.
   returned: always
@@ -125,6 +148,9 @@ from ansible.module_utils.basic import AnsibleModule
 SYSTEMD_DIR = "/etc/systemd/system"
 PROC = "/proc"
 STAGING = "sglang-model-stage.service"
+TEMPLATE = "sglang@.service"
+# where an administrator (/etc) or a runtime change (`systemctl set-property --runtime`, /run) puts a drop-in
+DROP_IN_ROOTS = ("/etc/systemd/system", "/run/systemd/system")
 INSTANCE = re.compile(r"^sglang@[0-9]+\.service$")
 RUNNING = ("active", "activating", "reloading")
 # the lines compared: KEY=value with no quote, backslash or whitespace (systemd takes those as written)
@@ -139,6 +165,19 @@ def parse_show(text):
         if props.get("Id"):
             units[props["Id"]] = props
     return units
+
+
+def hand_drop_ins(unit, paths, kept=()):
+    """The drop-ins of `DropInPaths` (space-separated) from a directory named for `unit` or its template under
+    DROP_IN_ROOTS, but those `kept`: the ones someone added to this unit by hand."""
+    names = {f"{unit}.d"} | ({f"{TEMPLATE}.d"} if INSTANCE.match(unit) else set())
+    return [
+        path
+        for path in paths.split()
+        if os.path.dirname(os.path.dirname(path)) in DROP_IN_ROOTS
+        and os.path.basename(os.path.dirname(path)) in names
+        and path not in kept
+    ]
 
 
 def loaded_instances(text):
@@ -193,6 +232,7 @@ def main():
             "instances": {"type": "list", "elements": "int", "required": True},
             "env_file": {"type": "path"},
             "config_dir": {"type": "path"},
+            "kept_drop_ins": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -206,13 +246,13 @@ def main():
     linked = [os.path.basename(p) for p in glob.glob(os.path.join(SYSTEMD_DIR, "*.wants", "sglang@*.service"))]
     present = sorted(set(loaded_instances(out)) | {u for u in linked if INSTANCE.match(u)})
     units = list(dict.fromkeys([*wanted, *present, STAGING]))
-    rc, out, err = module.run_command(
-        [systemctl, "show", "-p", "Id", "-p", "ActiveState", "-p", "UnitFileState", "-p", "MainPID", *units]
-    )
+    props = ("Id", "ActiveState", "UnitFileState", "MainPID", "DropInPaths")
+    rc, out, err = module.run_command([systemctl, "show", *(a for p in props for a in ("-p", p)), *units])
     if rc != 0:
         module.fail_json(msg=f"systemctl show failed: {err.strip() or out.strip()}")
     shown = parse_show(out)
     expected = env_lines(module.params["env_file"])
+    kept = set(module.params["kept_drop_ins"])
 
     instances = []
     for index in module.params["instances"]:
@@ -226,6 +266,7 @@ def main():
             "stale_env": environ is not None and any(line not in environ for line in expected),
             "share": share(pid, module.params["config_dir"], index)
             if module.params["config_dir"] and active in RUNNING else None,
+            "drop_ins": hand_drop_ins(unit, props.get("DropInPaths", ""), kept),
         })  # fmt: skip
 
     def unwanted(unit):
@@ -233,6 +274,7 @@ def main():
         return unit not in wanted and (props.get("ActiveState") in RUNNING or props.get("UnitFileState") == "enabled")
 
     staging = shown.get(STAGING, {})
+    staging_drop_ins = staging.get("DropInPaths", "")
     module.exit_json(
         changed=False,
         instances=instances,
@@ -240,6 +282,10 @@ def main():
         failed_units=[i["unit"] for i in instances if i["failed"]],
         stale_env=[i["index"] for i in instances if i["stale_env"]],
         unwanted=[u for u in present if unwanted(u)],
+        drop_ins=sorted(
+            {p for i in instances for p in i["drop_ins"]} | set(hand_drop_ins(STAGING, staging_drop_ins, kept))
+        ),
+        drop_in_instances=[i["index"] for i in instances if i["drop_ins"]],
         staging={
             "unit": STAGING,
             "present": os.path.exists(os.path.join(SYSTEMD_DIR, STAGING)),

@@ -19,6 +19,10 @@ description:
   - Compares the virtual environment (C(uv pip freeze)) with the lock on every run, and when anything
     differs (a package upgraded, downgraded, added or removed by hand) installs exactly the lock with
     C(uv pip sync).
+  - Checks every file each installed distribution's C(RECORD) lists (it exists and has the size installed;
+    byte code left out), and reinstalls a distribution whose files are gone or changed while its C(dist-info)
+    still reads as installed (C(uv pip sync --reinstall-package)); files matching O(unchecked) are left to the
+    step that owns them.
   - Then runs C(uv pip check) and fails on any complaint that is not about a project with a declared
     override.
 author:
@@ -58,6 +62,13 @@ options:
     description: The uv program.
     type: path
     default: /usr/local/bin/uv
+  unchecked:
+    description:
+      - C(RECORD) paths (fnmatch patterns, relative to site-packages) whose files another step replaces or checks,
+        left out of the file check.
+    type: list
+    elements: str
+    default: []
   failure_hint:
     description: A sentence added to a failed resolve's message, naming the variables that feed it.
     type: str
@@ -91,6 +102,13 @@ drift:
   returned: always
   type: dict
   sample: {"sglang": {"installed": "0.5.11", "locked": "0.5.12"}}
+damaged:
+  description: >-
+    Distributions at their locked version whose files were gone or changed before this run, by project - how
+    many and the first paths; each reinstalled.
+  returned: always
+  type: dict
+  sample: {"sglang": {"files": 2, "paths": ["/opt/sglang/venv/lib/python3.12/site-packages/sglang/launch_server.py"]}}
 packages:
   description: The number of packages in the lock.
   returned: always
@@ -115,8 +133,10 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import damaged_files, site_dirs
 from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
+    canonical,
     check_complaints,
     drift,
     fragment_text,
@@ -133,6 +153,7 @@ class Stack:
         self.dir = params["dir"]
         self.uv = params["uv"]
         self.python = os.path.join(params["venv"], "bin", "python")
+        self.venv = params["venv"]
         self.index_args = [arg for url in params["extra_index_urls"] for arg in ("--extra-index-url", url)]
         self.lock_path = os.path.join(self.dir, "stack.lock")
         self.requirements_path = os.path.join(self.dir, "requirements.in")
@@ -178,6 +199,16 @@ class Stack:
             self.module.fail_json(msg=f"uv pip freeze failed in {self.python}: {err.strip()}", rc=rc)
         return pins(out)
 
+    def damaged(self, installed, locked):
+        """{name: {files, paths}} of the distributions at their locked version whose RECORD lists files that are
+        gone or changed (a version drift is repaired by the sync anyway)."""
+        found = damaged_files(site_dirs(self.venv), self.module.params["unchecked"])
+        return {
+            name: {"files": count, "paths": paths}
+            for name, (count, paths) in ((canonical(n), v) for n, v in sorted(found.items()))
+            if name in locked and installed.get(name) == locked[name]
+        }
+
     def inputs(self, diff):
         """(lock text or None, resolved, relabelled): the lock made again when the requirements changed; the
         input files rewritten alone when only their `# from` labels did (the lock still is theirs)."""
@@ -202,7 +233,7 @@ class Stack:
 
     def run(self):
         check = self.module.check_mode
-        result = {"resolved": False, "synced": False, "drift": {}, "packages": 0, "lock": self.lock_path}
+        result = {"resolved": False, "synced": False, "drift": {}, "damaged": {}, "packages": 0, "lock": self.lock_path}
         diff = {"before": "", "after": ""}
         lock_text, result["resolved"], relabelled = self.inputs(diff)
         locked = pins(lock_text or "")
@@ -210,20 +241,31 @@ class Stack:
         result["locked"] = locked
         installed = self.installed()
         result["drift"] = drift(installed, locked) if lock_text is not None else {}
-        if result["drift"] or lock_text is None:
+        result["damaged"] = self.damaged(installed, locked) if lock_text is not None else {}
+        if result["drift"] or result["damaged"] or lock_text is None:
             result["synced"] = True
             for name, versions in result["drift"].items():
                 diff["before"] += f"{name}=={versions['installed']}\n" if versions["installed"] else ""
                 diff["after"] += f"{name}=={versions['locked']}\n" if versions["locked"] else ""
+            for name, damage in result["damaged"].items():
+                diff["before"] += f"{name}=={locked[name]} ({damage['files']} files gone or changed)\n"
+                diff["after"] += f"{name}=={locked[name]} (reinstalled)\n"
             if not check:
+                reinstall = [arg for name in result["damaged"] for arg in ("--reinstall-package", name)]
                 rc, out, err = self.module.run_command(
-                    [self.uv, "pip", "sync", "--python", self.python, *self.index_args, self.lock_path]
+                    [self.uv, "pip", "sync", "--python", self.python, *self.index_args, *reinstall, self.lock_path]
                 )
                 if rc != 0:
                     self.module.fail_json(msg=f"uv pip sync of {self.lock_path} failed: {err.strip()}", rc=rc)
-                left = drift(self.installed(), locked)
+                installed = self.installed()
+                left = drift(installed, locked)
                 if left:
                     self.module.fail_json(msg=f"after uv pip sync the environment still differs from the lock: {left}")
+                left = self.damaged(installed, locked)
+                if left:
+                    self.module.fail_json(
+                        msg=f"after uv pip sync --reinstall-package these distributions still lack files: {left}"
+                    )
         result["accepted_check_complaints"] = []
         if not check or (os.path.exists(self.python) and not result["synced"]):
             rc, out, err = self.module.run_command([self.uv, "pip", "check", "--python", self.python])
@@ -250,6 +292,7 @@ def main():
             "overrides": {"type": "list", "elements": "str", "default": []},
             "extra_index_urls": {"type": "list", "elements": "str", "default": []},
             "uv": {"type": "path", "default": "/usr/local/bin/uv"},
+            "unchecked": {"type": "list", "elements": "str", "default": []},
             "failure_hint": {"type": "str", "default": ""},
             "label": {"type": "str", "default": "the caller"},
         },

@@ -19,6 +19,9 @@ ROUTER = "http://127.0.0.1:8990"
 ENV = "set -a; . /etc/sglang/cuda.env; set +a; "
 UV = "/usr/local/bin/uv"
 PY = "/opt/sglang/venv/bin/python"
+SMG_SITE = "/opt/smg/venv/lib/python3.11/site-packages"
+SMG_SO = f"{SMG_SITE}/smg/smg_rs.abi3.so"
+FLASHINFER_CCCL = "/opt/sglang/venv/lib/python3.11/site-packages/flashinfer/data/cccl/libcudacxx/include"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,9 @@ def first_run(lab_ready, tmp_path_factory):
     path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct990": {
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
         "sglang_services_port_base": 36000, "sglang_services_nccl_port_base": 37000,
-        "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990}}}}))  # fmt: skip
+        "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990,
+        # a drop-in the role writes (declared), beside which the drift test adds one by hand
+        "sglang_services_unit_drop_ins": {"declared": "[Service]\nEnvironment=GPULXC_DECLARED=1\n"}}}}}))  # fmt: skip
     proc, changed = run_site(path, "ct990")
     yield path, proc, changed
     destroy(VMID)
@@ -99,7 +104,46 @@ BREAKS = {
     "an edited unit file": "echo 'Environment=EDITED_BY_HAND=1' >>/etc/systemd/system/sglang@.service",
     # a tool deleted while its package still reads as installed (g++ is a link to g++-12's binary)
     "a deleted compiler": "rm /usr/bin/g++-12 && dpkg-query -W -f='${Status}' g++-12 | grep -q 'ok installed'",
+    # a wheel's files deleted while its dist-info stays: smg's native library (the real wheel), FlashInfer's CCCL
+    "a wheel's files": f"rm {SMG_SO} && test -e {SMG_SITE}/smg-1.13.0.dist-info/RECORD"
+    f" && rm -r {FLASHINFER_CCCL}/cuda/__barrier",
+    "a link replaced by a file": ENV
+    + "cp --remove-destination $CUDA_HOME/lib/libnvrtc.so.13 $CUDA_HOME/lib/libnvrtc.so",
+    "a mode and an owner": "chmod 0644 /etc/sglang/instance-6.yaml && chown nobody:nogroup /etc/sglang/instance-1.env",
+    "a drop-in added by hand": "mkdir -p /etc/systemd/system/sglang@.service.d && printf '[Service]\\nEnvironment="
+    "DROPPED_IN=1\\n' >/etc/systemd/system/sglang@.service.d/override.conf && systemctl daemon-reload",
 }
+
+
+def assert_repaired():
+    """What BREAKS broke works again: each tool, file, link, mode, unit and drop-in, the router's 8 workers."""
+    freeze = in_ct(f"{UV} pip freeze --python {PY}").stdout
+    for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "nvidia-nvvm==13.2.78"):
+        assert pin in freeze, pin
+    assert in_ct("command -v ninja").returncode == 0
+    assert in_ct("g++ --version").returncode == 0
+    assert "/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
+    assert (
+        in_ct(
+            ENV + "test -L $CUDA_HOME/lib64 && test -e $CUDA_HOME/lib/libcudart.so"
+            " && test -e $CUDA_HOME/lib/stubs/libcuda.so && test -e $CUDA_HOME/include/nv/target"
+        ).returncode
+        == 0
+    )
+    assert 'attention-backend: "flashinfer"' in in_ct("cat /etc/sglang/instance-3.yaml").stdout
+    assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
+    assert "dev6: /dev/nvidia3" in conf_text(VMID)
+    assert in_ct(f"test -s {SMG_SO} && test -d {FLASHINFER_CCCL}/cuda/__barrier").returncode == 0
+    assert in_ct(ENV + "test -L $CUDA_HOME/lib/libnvrtc.so").returncode == 0
+    modes = in_ct("stat -c '%a %U:%G' /etc/sglang/instance-6.yaml /etc/sglang/instance-1.env").stdout.split("\n")
+    assert modes[:2] == ["640 root:sglang", "644 root:root"], modes
+    assert in_ct("test -e /etc/systemd/system/sglang@.service.d/override.conf").returncode != 0
+    declared = "/etc/systemd/system/sglang@.service.d/declared.conf"  # the role's own stays
+    assert in_ct("systemctl show -P DropInPaths sglang@0.service").stdout.strip() == declared
+    environ = in_ct("tr '\\0' '\\n' </proc/$(systemctl show -P MainPID sglang@0.service)/environ").stdout
+    assert "DROPPED_IN" not in environ and "GPULXC_DECLARED=1" in environ.splitlines()
+    assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
 
 def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory):
@@ -125,6 +169,7 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     stack = "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock"
     cccl = "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)"
     start = "gpulxc.sglang.sglang_services : Start and enable every instance not running or not enabled"
+    router_stack = "gpulxc.sglang.sglang_router : Install smg at its pin, its dependencies from one lock"
     # fix: (the task that reports it, the path its diff names where one task keeps several paths)
     expected = {
         "1, 2, 3": (stack, None),
@@ -138,6 +183,12 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
         "edited unit": (services, "/etc/systemd/system/sglang@.service"),
         "deleted compiler": ("gpulxc.sglang.jit_toolchain : Reinstall the packages whose tool no longer runs", None),
         "devN": ("gpulxc.sglang.pct_container : Create the container or bring its config to what is asked", None),
+        "wheel files (smg)": (router_stack, None),
+        "wheel files (flashinfer)": (stack, None),
+        "link replaced": (layout, "/nvidia/cu13/lib/libnvrtc.so"),
+        "mode": (services, "/etc/sglang/instance-6.yaml"),
+        "owner": (services, "/etc/sglang/instance-1.env"),
+        "drop-in": ("gpulxc.sglang.sglang_services : Remove the unit drop-ins added by hand", None),
     }
     missing = {fix: task for fix, (task, _) in expected.items() if task not in reported}
     assert not missing, (missing, reported)
@@ -150,26 +201,11 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     for drifted in ("sglang 0.5.11 -> 0.5.12", "torch absent -> 2.11.0", "sglang-kernel absent -> 0.4.2.post2",
                     "nvidia-nvvm 13.5.37 -> 13.2.78"):  # fmt: skip
         assert drifted in text, drifted
+    assert re.search(r"flashinfer-python 0\.6\.11\.post1 reinstalled \(\d+ of its files gone or changed, such as "
+                     + re.escape(FLASHINFER_CCCL + "/cuda/__barrier/"), text), text[-3000:]  # fmt: skip
+    assert "smg==1.13.0 (1 files gone or changed)" in task_output(proc, router_stack)
 
-    # repaired, not only reported
-    freeze = in_ct(f"{UV} pip freeze --python {PY}").stdout
-    for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "nvidia-nvvm==13.2.78"):
-        assert pin in freeze, pin
-    assert in_ct("command -v ninja").returncode == 0
-    assert in_ct("g++ --version").returncode == 0
-    assert "/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
-    assert (
-        in_ct(
-            ENV + "test -L $CUDA_HOME/lib64 && test -e $CUDA_HOME/lib/libcudart.so"
-            " && test -e $CUDA_HOME/lib/stubs/libcuda.so && test -e $CUDA_HOME/include/nv/target"
-        ).returncode
-        == 0
-    )
-    assert 'attention-backend: "flashinfer"' in in_ct("cat /etc/sglang/instance-3.yaml").stdout
-    assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
-    assert "dev6: /dev/nvidia3" in conf_text(VMID)
-    assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
-    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+    assert_repaired()  # not only reported
 
     proc, changed = run_site(inventory, "ct990")
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]

@@ -23,7 +23,7 @@ def task(name, file="preflight.yml"):
 def decided(gpus=8, **extra):
     """The facts the first preflight task sets, for a container with `gpus` GPUs of SM 12.0."""
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    variables = {**trusted(defaults), **yaml.safe_load((ROLE / "vars/main.yml").read_text()),
+    variables = {**trusted(defaults), **trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())),
                  "gpulxc_venv": "/opt/sglang/venv", "gpulxc_env_file": "/etc/sglang/cuda.env",
                  "gpulxc_config_dir": "/etc/sglang", "gpulxc_cache_dir": "/var/cache/sglang",
                  "gpulxc_facts_dir": "/etc/ansible/facts.d", "gpulxc_router_dir": "/etc/smg",
@@ -151,3 +151,72 @@ def test_a_percent_sign_in_the_environment_reaches_the_server_as_written():
     facts = decided(sglang_services_environment={"HF_ENDPOINT": "http://proxy/a%2Fb"})
     unit = render("sglang@.service.j2", {**facts, "_sglang_services_available": [0]}, facts["_sglang_services_plan"][0])
     assert 'Environment="HF_ENDPOINT=http://proxy/a%%2Fb"' in unit.splitlines()
+
+
+RESTART = "Restart the instances whose configuration or unit changed, a health-gated batch at a time"
+
+
+def restarted(changed_paths=(), drop_ins=None, started=(), stale=(), **extra):
+    """The instances the rolling restart visits; drop_ins: the instances a removed drop-in applied to."""
+    facts = decided(**extra)
+    restart = task(RESTART, "main.yml")
+    results = {
+        "sglang_services_files_result": {"changed_paths": list(changed_paths)},
+        "sglang_services_start_result": {"results": [{"item": i, "changed": True} for i in started]},
+        "sglang_services_first_result": {"changed": False},
+        "sglang_services_units_result": {"stale_env": list(stale)},
+        "sglang_services_present_result": {"drop_in_instances": list(drop_ins or [])},
+        "sglang_services_drop_ins_result": {"changed": drop_ins is not None},
+    }
+    note = task("Note whether the unit or a drop-in of it changed", "main.yml")["ansible.builtin.set_fact"]
+    unit_changed = Templar(variables={**facts, **results}).template(trusted(note["_sglang_services_unit_changed"]))
+    templar = Templar(variables={**facts, **results, "_sglang_services_unit_changed": unit_changed,
+                                 **trusted(restart["vars"])})  # fmt: skip
+    return templar.template(trust_as_template("{{ _restart }}"))
+
+
+def test_the_instances_a_removed_drop_in_applied_to_are_restarted_and_no_others():
+    assert restarted() == []
+    assert restarted(drop_ins=[3]) == [3]  # sglang@3.service.d/...
+    assert restarted(drop_ins=list(range(8))) == list(range(8))  # sglang@.service.d/...: every instance
+    assert restarted(drop_ins=[3], started=[3]) == []  # started after the reload: it runs without it already
+    assert restarted(["/etc/sglang/instance-1.yaml"], drop_ins=[3], stale=[5]) == [1, 3, 5]
+    assert restarted(["/etc/systemd/system/sglang@.service"], drop_ins=[3]) == list(range(8))
+
+
+def test_a_changed_declared_drop_in_restarts_every_instance_as_a_changed_unit_does():
+    declared = "/etc/systemd/system/sglang@.service.d/sandbox.conf"
+    assert restarted([declared], sglang_services_unit_drop_ins={"sandbox": SANDBOX}) == list(range(8))
+    assert restarted([declared]) == []  # not declared: not the role's file
+
+
+SANDBOX = "[Service]\nSystemCallFilter=\n"
+
+
+@pytest.mark.parametrize(
+    "drop_ins",
+    [
+        {"../escape": SANDBOX},  # a path out of the drop-in directory
+        {"sub/dir": SANDBOX},
+        {"": SANDBOX},
+        {"with space": SANDBOX},
+        {".hidden": SANDBOX},
+        {"sandbox": "SystemCallFilter=\n"},  # no section: systemd would ignore the lines
+        {"sandbox": {"Service": {"SystemCallFilter": ""}}},  # not a text
+        {"sandbox": None},
+    ],
+    ids=["dotdot", "slash", "empty", "space", "leading-dot", "no-section", "dict", "null"],
+)
+def test_a_declared_drop_in_that_is_not_a_name_and_a_unit_text_is_refused(drop_ins):
+    found = [e for e in errors(sglang_services_unit_drop_ins=drop_ins) if "sglang_services_unit_drop_ins" in e]
+    assert found and "starting with a section such as [Service]" in found[0], found
+
+
+def test_a_declared_drop_in_is_accepted_and_its_path_kept_from_the_removal():
+    assert errors(sglang_services_unit_drop_ins={"sandbox": SANDBOX, "10-nice_v2": "\n[Service]\nNice=5\n"}) == []
+    facts = decided(sglang_services_unit_drop_ins={"sandbox": SANDBOX})
+    templar = Templar(variables=facts)
+    paths = templar.template(trust_as_template("{{ _sglang_services_drop_in_paths }}"))
+    assert paths == ["/etc/systemd/system/sglang@.service.d/sandbox.conf"]
+    kept = task("Read the sglang units of the container (which exist, run or are enabled)", "main.yml")
+    assert templar.template(trusted(kept["gpulxc.sglang.sglang_units_info"]["kept_drop_ins"])) == paths

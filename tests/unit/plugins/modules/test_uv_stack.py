@@ -30,7 +30,14 @@ def uv(tmp_path, monkeypatch, module_exits):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin/python").touch()
-    fake = {"installed": {}, "calls": [], "check": ("", 0), "compiled_from": None}
+    fake = {
+        "installed": {},
+        "calls": [],
+        "check": ("", 0),
+        "compiled_from": None,
+        "reinstalled": [],
+        "reinstall_works": True,
+    }
 
     def run_command(self, args, **kwargs):
         assert args[0] == "/usr/local/bin/uv"
@@ -52,6 +59,10 @@ def uv(tmp_path, monkeypatch, module_exits):
             return 0, "".join(f"{n}=={v}\n" for n, v in fake["installed"].items()), ""
         if verb == "sync":
             fake["installed"] = dict(_uv_stack.pins(Path(args[-1]).read_text()))
+            reinstall = [args[i + 1] for i, arg in enumerate(args) if arg == "--reinstall-package"]
+            fake["reinstalled"].append(reinstall)
+            for name in reinstall if fake["reinstall_works"] else []:
+                install_wheel(venv, name, fake["installed"][name])
             return 0, "", ""
         if verb == "check":
             out, rc = fake["check"]
@@ -64,6 +75,28 @@ def uv(tmp_path, monkeypatch, module_exits):
 
 
 _exists = uv_stack.os.path.exists
+SITE = "lib/python3.12/site-packages"
+# the files of a wheel as RECORD lists them: a module, a data file, a script outside site-packages, byte code
+WHEEL_FILES = {"{pkg}/__init__.py": "x = 1\n", "{pkg}/kernel.cubin": "\0" * 64, "../../../bin/{pkg}-cli": "#!py\n"}
+
+
+def install_wheel(venv, name, version):
+    """A distribution installed as uv installs a wheel: its files, and a dist-info whose RECORD lists them with
+    their sizes (the METADATA's name spelled as the project spells it, the directory as the wheel does)."""
+    site = venv / SITE
+    pkg = name.replace("-", "_")
+    info = site / f"{pkg}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.title()}\nVersion: {version}\n")
+    rows = []
+    for path, body in WHEEL_FILES.items():
+        target = site / path.format(pkg=pkg)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body)
+        rows.append(f"{path.format(pkg=pkg)},sha256=x,{len(body)}")
+    rows += [f"{pkg}/__pycache__/__init__.cpython-312.pyc,,", f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    return site / pkg
 
 
 def run(uv, check=False, diff=False, **args):
@@ -200,6 +233,46 @@ def test_an_override_that_is_not_a_requirement_is_refused(uv):
 
 
 @pytest.mark.parametrize(
+    "damage",
+    [
+        lambda pkg: (pkg / "__init__.py").unlink(),  # a module deleted
+        lambda pkg: (pkg / "kernel.cubin").write_text("truncated"),  # a file cut short
+        lambda pkg: (pkg.parents[3] / "bin" / "sglang-cli").unlink(),  # a script outside site-packages
+        lambda pkg: __import__("shutil").rmtree(pkg),  # the whole package directory, its dist-info left
+    ],
+    ids=["module-deleted", "file-changed-size", "script-deleted", "package-dir-deleted"],
+)
+def test_a_wheel_whose_files_are_gone_while_its_dist_info_stays_is_reinstalled_and_reported(uv, damage):
+    run(uv, requirements=PROFILE)
+    pkg = install_wheel(uv["venv"], "sglang", "0.5.12")
+    install_wheel(uv["venv"], "torch", "2.11.0")
+    uv["fake"]["reinstalled"].clear()
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and not result["changed"] and result["damaged"] == {}  # intact (the byte code is not looked for)
+    damage(pkg)
+    ok, result = run(uv, check=True, diff=True, requirements=PROFILE)
+    assert ok and result["changed"] and list(result["damaged"]) == ["sglang"], result
+    assert result["diff"]["before"].startswith("sglang==0.5.12 (") and uv["fake"]["reinstalled"] == []
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["changed"] and result["synced"] and result["drift"] == {}
+    assert result["damaged"]["sglang"]["files"] >= 1 and result["damaged"]["sglang"]["paths"][0].startswith(
+        str(uv["venv"])
+    )
+    assert uv["fake"]["reinstalled"] == [["sglang"]]  # only the damaged one, from the same lock
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and not result["changed"]
+
+
+def test_a_wheel_still_damaged_after_its_reinstall_fails_the_run_naming_it(uv):
+    run(uv, requirements=PROFILE)
+    (install_wheel(uv["venv"], "sglang", "0.5.12") / "__init__.py").unlink()
+    uv["fake"]["reinstall_works"] = False
+    ok, result = run(uv, requirements=PROFILE)
+    assert not ok and "--reinstall-package these distributions still lack files" in result["msg"]
+    assert "sglang" in result["msg"] and "__init__.py" in result["msg"]
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("Flash_Attn.4==4.0.0b15\n", {"flash-attn-4": "4.0.0b15"}),
@@ -216,3 +289,16 @@ def test_requirement_names_are_canonical():
     assert _uv_stack.requirement_name("Nvidia_CUDA.Runtime==13.2.75 ; sys_platform == 'linux'") == "nvidia-cuda-runtime"
     assert _uv_stack.requirement_name("  # only a comment") is None
     assert re.fullmatch(r"# from a\nx==1\n", _uv_stack.fragment_text([("a", ["x==1", "# c", ""]), ("b", ["# none"])]))
+
+
+def test_files_another_step_owns_are_left_out_of_the_file_check(uv):
+    """cuda_surgery checks the toolkit's headers by function and its flashinfer option replaces them: the
+    patterns the caller names (fnmatch, relative to site-packages) are not judged, the rest still is."""
+    run(uv, requirements=PROFILE)
+    pkg = install_wheel(uv["venv"], "sglang", "0.5.12")
+    (pkg / "kernel.cubin").write_text("replaced by another step")
+    ok, result = run(uv, requirements=PROFILE, unchecked=["sglang/*.cubin"])
+    assert ok and not result["changed"] and result["damaged"] == {}, result
+    (pkg / "__init__.py").unlink()
+    ok, result = run(uv, requirements=PROFILE, unchecked=["sglang/*.cubin"])
+    assert ok and result["damaged"]["sglang"]["files"] == 1, result

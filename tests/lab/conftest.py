@@ -4,6 +4,7 @@ Tests marked `lxc` drive real LXC containers through the installed /usr/sbin/pct
 built lab (`lab/setup`); the test command builds it first.
 """
 
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -37,6 +38,13 @@ def run_playbook(playbook, inventory, limit, *args):
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
     recap = re.search(rf"{limit}\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout)
     return proc, int(recap.group(1)) if recap else None
+
+
+def side_by_side(play, argument_lists, workers=3):
+    """play(*arguments) for each list, run side by side: [(process, changed)] in the order given. For runs
+    refused before any change: they only read, so they may share a CT, and their before/after comparison is one."""
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda arguments: play(*arguments), argument_lists))
 
 
 def changed_tasks(proc):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import changed_tasks, ct_state, destroy, pct, run_site, task_output
+from conftest import changed_tasks, ct_state, destroy, pct, run_site, side_by_side, task_output
 
 REPO = Path(__file__).resolve().parents[2]
 VMID = 960
@@ -246,31 +246,41 @@ def profile_file(tmp_path, pythons):
     return str(path)
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"sglang_stack_profile": "sglang-9.9"},
-         "sglang_stack_profile: there is no profile 'sglang-9.9'. This collection ships ['sglang-0.5.12']"),
-        ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
-                                 "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}},
-         "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']"),
-        ({"sglang_stack_profile": "PYTHON_3_12_ONLY"},
-         "the virtual environment would use Python 3.11, which stack profile"),
-        ({"uv_venv_python": "/usr/bin/python3.99"}, "uv_venv_python /usr/bin/python3.99 does not run in the container"),
-        ({"cuda_wheels_runtime_version": "latest"}, "cuda_wheels_runtime_version (latest)"),
-        ({"cuda_surgery_cccl_source": "copy"},
-         "value of cuda_surgery_cccl_source must be one of: nvidia-cuda-cccl, flashinfer"),
-    ],
-)  # fmt: skip
-def test_bad_input_fails_before_any_change(inventory, tmp_path, extra, message):
+BAD_INPUT = [
+    ({"sglang_stack_profile": "sglang-9.9"},
+     "sglang_stack_profile: there is no profile 'sglang-9.9'. This collection ships ['sglang-0.5.12']"),
+    ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
+                             "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}},
+     "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']"),
+    ({"sglang_stack_profile": "PYTHON_3_12_ONLY"},
+     "the virtual environment would use Python 3.11, which stack profile"),
+    ({"uv_venv_python": "/usr/bin/python3.99"}, "uv_venv_python /usr/bin/python3.99 does not run in the container"),
+    ({"cuda_wheels_runtime_version": "latest"}, "cuda_wheels_runtime_version (latest)"),
+    ({"cuda_surgery_cccl_source": "copy"},
+     "value of cuda_surgery_cccl_source must be one of: nvidia-cuda-cccl, flashinfer"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def refused(inventory, tmp_path_factory):
+    """Each BAD_INPUT run on the converged CT, side by side, and the CT before and after them all."""
     play(inventory)
-    if extra.get("sglang_stack_profile") == "PYTHON_3_12_ONLY":
-        extra = {"sglang_stack_profile": profile_file(tmp_path, ["3.12"])}
+    profile = profile_file(tmp_path_factory.mktemp("profile"), ["3.12"])
     before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
-    proc, changed = play(inventory, "-e", json.dumps(extra))
+    arguments = [(inventory, "-e", json.dumps({"sglang_stack_profile": profile} if extra.get("sglang_stack_profile")
+                  == "PYTHON_3_12_ONLY" else extra)) for extra, _ in BAD_INPUT]  # fmt: skip
+    runs = side_by_side(play, arguments)
+    after = in_ct(SNAPSHOT).stdout, ct_state(VMID)
+    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}, before, after
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
+def test_bad_input_fails_before_any_change(refused, extra, message):
+    runs, before, after = refused
+    proc, changed = runs[json.dumps(extra)]
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
-    assert (in_ct(SNAPSHOT).stdout, ct_state(VMID)) == before
+    assert after == before
 
 
 def test_a_debian_11_container_is_refused_before_anything_is_installed(lab_ready, tmp_path):

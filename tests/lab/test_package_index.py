@@ -2,6 +2,7 @@
 metadata is PyPI's (asked again here, through pip's resolver report), and its real wheels are PyPI's
 files. Needs PyPI (reachable from the lab machine) and a built lab."""
 
+import concurrent.futures
 import email.parser
 import hashlib
 import importlib.machinery
@@ -75,19 +76,33 @@ def test_the_real_wheels_in_the_index_are_the_recorded_files(lab_ready):
                      "typing-extensions"}  # fmt: skip
 
 
-@pytest.mark.parametrize("which", ["recorded", "second"])
-def test_the_recorded_metadata_is_pypis(which):
-    """Ask PyPI again, through pip's resolver report (--no-deps, exact pins), for every recorded version."""
-    recorder = load_recorder()
+@pytest.fixture(scope="module")
+def pypi_reports():
+    """{which: (the recorded entries, pip's report of them)}: PyPI asked again through pip's resolver report
+    (--no-deps, exact pins) for every recorded version, one version of a name per pip call, both calls side by
+    side (each mostly waits on the network)."""
     first_real, other_real = {}, {}
-    for entry in DATA["real"]:  # one version of a name per pip call
+    for entry in DATA["real"]:
         (other_real if entry["name"] in first_real else first_real)[entry["name"]] = entry
-    if which == "recorded":
-        wanted = {s["name"]: s for s in DATA["stand_ins"]} | first_real
-    else:
-        wanted = {s["name"]: s["second"] for s in DATA["stand_ins"] if "second" in s} | other_real
-    report = recorder.pip_report([f"{name}=={entry['version']}" for name, entry in wanted.items()], no_deps=True)
-    got = {entry["name"]: entry for entry in map(recorder.entry, report)}
+    wanted = {
+        "recorded": {s["name"]: s for s in DATA["stand_ins"]} | first_real,
+        "second": {s["name"]: s["second"] for s in DATA["stand_ins"] if "second" in s} | other_real,
+    }
+    recorder = load_recorder()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(
+            lambda entries: recorder.pip_report([f"{n}=={e['version']}" for n, e in entries.items()], no_deps=True),
+            wanted.values(),
+        ))  # fmt: skip
+    return {
+        which: (wanted[which], list(map(recorder.entry, report))) for which, report in zip(wanted, reports, strict=True)
+    }
+
+
+@pytest.mark.parametrize("which", ["recorded", "second"])
+def test_the_recorded_metadata_is_pypis(pypi_reports, which):
+    wanted, report = pypi_reports[which]
+    got = {entry["name"]: entry for entry in report}
     assert set(got) == set(wanted)
     for name, entry in wanted.items():
         assert got[name]["version"] == entry["version"], name

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, conf_text, destroy, pct, run_site, task_output
+from conftest import REPO, conf_text, destroy, pct, run_site, side_by_side, task_output
 
 VMID = 920
 ABSENT = 921
@@ -128,26 +128,35 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
     assert wants.exists()
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"proxmox_vmid": 99}, "pct_container_vmid: '99' is not a container id: Proxmox's pve-vmid is 100 to"),
-        ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
-        ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
-        ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
-         "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
-        ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
-        ({"pct_container_rootfs_storage": "local"},
-         "pct_container_rootfs_storage ('local') on lab-pve does not hold containers (Proxmox: storage 'local' does not"
-         " support container directories"),
-        ({"pct_container_rootfs_size_gb": 100000}, "on lab-pve has"),
-        ({"pct_container_device_mode": "666"}, "pct_container_device_mode: '666' is not an octal mode such as '0666'"),
-        ({"pct_container_driver_install": False},
-         f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
-    ],
-)  # fmt: skip
-def test_bad_input_fails_before_any_change(inventory, extra, message):
-    proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **extra}))
+BAD_INPUT = [
+    ({"proxmox_vmid": 99}, "pct_container_vmid: '99' is not a container id: Proxmox's pve-vmid is 100 to"),
+    ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
+    ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
+    ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
+     "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
+    ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
+    ({"pct_container_rootfs_storage": "local"},
+     "pct_container_rootfs_storage ('local') on lab-pve does not hold containers (Proxmox: storage 'local' does not"
+     " support container directories"),
+    ({"pct_container_rootfs_size_gb": 100000}, "on lab-pve has"),
+    ({"pct_container_device_mode": "666"}, "pct_container_device_mode: '666' is not an octal mode such as '0666'"),
+    ({"pct_container_driver_install": False},
+     f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def refused_new(inventory):
+    """Each BAD_INPUT run for a container that does not exist yet, side by side: {extra: (process, changed)}."""
+    runs = side_by_side(
+        site, [(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **extra})) for extra, _ in BAD_INPUT]
+    )
+    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
+def test_bad_input_fails_before_any_change(refused_new, extra, message):
+    proc, changed = refused_new[json.dumps(extra)]
     assert proc.returncode != 0
     assert message in " ".join(proc.stdout.split()), proc.stdout[-3000:]
     assert changed == 0
@@ -187,23 +196,25 @@ REFUSED = {
 
 
 @pytest.fixture(scope="module")
-def converged_config(inventory):
+def refused_converged(inventory):
+    """Each REFUSED run on the converged CT, side by side: ({name: (process, changed)}, its config before them)."""
     converged(inventory)
-    return Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
+    before = Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
+    runs = side_by_side(site, [(inventory, "-e", json.dumps(extra)) for extra, _ in REFUSED.values()])
+    return dict(zip(REFUSED, runs, strict=True)), before
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
-def test_input_proxmox_refuses_fails_in_the_preflight_and_leaves_the_config_as_it_was(inventory, converged_config,
-                                                                                       name):  # fmt: skip
-    extra, messages = REFUSED[name]
-    proc, changed = site(inventory, "-e", json.dumps(extra))
+def test_input_proxmox_refuses_fails_in_the_preflight_and_leaves_the_config_as_it_was(refused_converged, name):
+    runs, before = refused_converged
+    proc, changed = runs[name]
     assert proc.returncode != 0 and changed == 0
     out = " ".join(proc.stdout.split())
     assert "pct_container : Check the role's input and that the node can take the container" in out, out[-3000:]
-    for message in messages:
+    for message in REFUSED[name][1]:
         assert message in out, (message, out[-3000:])
     text = Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
-    assert text == converged_config and b"[pve:pending]" not in text
+    assert text == before and b"[pve:pending]" not in text
 
 
 def test_a_missing_gpu_node_is_made_again(inventory):

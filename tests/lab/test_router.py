@@ -18,7 +18,7 @@ import urllib.request
 import uuid
 
 import pytest
-from conftest import REPO, ct_state, destroy, pct, run_site, task_output
+from conftest import REPO, ct_state, destroy, pct, run_site, side_by_side, task_output
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
@@ -159,7 +159,7 @@ def test_a_stopped_instance_is_routed_around_and_back_after_a_rerun(inventory):
 
 
 def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
-    """Every instance restarted one at a time for a changed setting while 8 streams run through the router: each
+    """Every instance restarted two at a time for a changed setting while 8 streams run through the router: each
     is drained at the router first, so none is cut or refused. The restart back, all 8 at once with the drain off,
     cuts none either - SGLang 0.5.12 drains on SIGTERM itself (finishes what runs, takes new requests, exits once
     idle: tokenizer_manager.py:2375-2411, and the H200 runs) - though the router refuses requests while none is up
@@ -168,13 +168,18 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     started = time.monotonic()
     with Streams() as streams:
         time.sleep(3)
-        proc, changed = play(inventory, "-e", "sglang_services_max_running_requests=32")
+        # two at a time (6 of 8 keep serving): the drain is the same for each step, in half the steps
+        proc, changed = play(
+            inventory, "-e", '{"sglang_services_max_running_requests": 32, "sglang_services_restart_batch": 2}'
+        )
         time.sleep(3)
     drained_s = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     after = main_pids()
     assert len(after) == 8 and all(old != new for old, new in zip(before, after, strict=True)), (before, after)
-    assert proc.stdout.count("TASK [gpulxc.sglang.sglang_services : Drain at the router first - sglang@") == 8
+    drain = r"TASK \[gpulxc\.sglang\.sglang_services : Drain at the router first - (sglang@\d+, sglang@\d+)\]"
+    steps = re.findall(drain, proc.stdout)
+    assert steps == [f"sglang@{i}, sglang@{i + 1}" for i in range(0, 8, 2)], steps
     assert (streams.cut, streams.refused) == (0, []), (streams.cut, streams.refused[:5])
     assert streams.done > 100 and streams.gpus == {f"gpu{i}" for i in range(8)}, (streams.done, streams.gpus)
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
@@ -310,24 +315,33 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
     assert chat(1)[0] == 200
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"sglang_router_host": "0.0.0.0"}, "sglang_router_host 0.0.0.0 is reachable from other machines: set"),
-        ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
-        ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
-         "sglang_router_api_keys holds a key written in plain text"),
-        ({"sglang_router_port": 34003},
-         "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
-        ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
-        ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
-        ({"sglang_services_api_key": "k", "sglang_services_api_key_allow_plain_text": True},
-         "sglang_services_api_key is set: the router cannot health-check or reach servers that require a key"),
-    ],
-)  # fmt: skip
-def test_bad_input_fails_before_any_change(inventory, extra, message):
+BAD_INPUT = [
+    ({"sglang_router_host": "0.0.0.0"}, "sglang_router_host 0.0.0.0 is reachable from other machines: set"),
+    ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
+    ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
+     "sglang_router_api_keys holds a key written in plain text"),
+    ({"sglang_router_port": 34003},
+     "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
+    ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
+    ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
+    ({"sglang_services_api_key": "k", "sglang_services_api_key_allow_plain_text": True},
+     "sglang_services_api_key is set: the router cannot health-check or reach servers that require a key"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def refused(inventory):
+    """Each BAD_INPUT run, side by side, and the CT before and after them all: {extra: (process, changed)}."""
     before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
-    proc, changed = play(inventory, "-e", json.dumps(extra))
+    runs = side_by_side(play, [(inventory, "-e", json.dumps(extra)) for extra, _ in BAD_INPUT])
+    after = in_ct(SNAPSHOT).stdout, ct_state(VMID)
+    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}, before, after
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
+def test_bad_input_fails_before_any_change(refused, extra, message):
+    runs, before, after = refused
+    proc, changed = runs[json.dumps(extra)]
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
-    assert (in_ct(SNAPSHOT).stdout, ct_state(VMID)) == before
+    assert after == before

@@ -1,7 +1,7 @@
 """sglang_services through site.yml on a lab CT (ct970): one systemd instance of the stand-in server
 per simulated GPU (ports 32000 + i: lab CTs share the host's network, and CT 200 may serve on 30000 + i),
 health-checked and smoke-tested by sglang_health; one JIT build on a cold cache; the model staged into
-/dev/shm from the node's bind mount, and back by itself after `pct reboot` and a node reboot; the device cgroup; rolling
+/dev/shm from the node's bind mount, and back by itself after a node reboot; the device cgroup; rolling
 restarts one health-gated instance at a time; JIT caches cleared for a new stack; cold and warm start
 times with staggered stand-in delays; an API key from Ansible Vault kept out of output, command lines
 and world-readable files; a crash named with its journal; kill -9 and a stopped unit repaired; the GPU
@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, changed_tasks, ct_state, destroy, pct, run_site
+from conftest import REPO, changed_tasks, ct_state, destroy, pct, run_site, side_by_side
 
 VMID = 970
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
@@ -220,28 +220,23 @@ def test_the_device_cgroup_is_what_lets_the_gpu_through(inventory):
     wait_healthy()
 
 
-def test_the_model_is_staged_again_and_a_reboot_brings_every_server_back(inventory):
+def test_the_model_is_staged_again_and_a_node_reboot_brings_the_container_and_its_8_servers_back_unattended(inventory):
+    """The model gone from /dev/shm is staged again by a re-run. Then boot-node: every lab CT stopped, every
+    /dev/nvidia* node gone (the .run driver's reboot), the units ordered before pve-guests run, then pve-guests starts
+    the onboot CTs. Without the boot unit the start fails with Proxmox's own message (test_role_pct_container's
+    negative control); with it, nobody runs Ansible: systemd stages the model (a reboot empties /dev/shm), then starts
+    the 8, and a whole re-run has nothing to change."""
     in_ct("rm -rf /dev/shm/stand-in")
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert "Copy the model unless it is in place already - /dev/shm/stand-in] ***\nchanged:" in proc.stdout
     assert in_ct("test -f /dev/shm/stand-in/config.json").returncode == 0
-    pct("reboot", VMID)
-    wait_healthy(deadline_s=180)  # nobody runs Ansible: systemd stages the model, then starts the 8
-    assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
-    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
-
-
-def test_a_node_reboot_brings_the_container_and_its_8_servers_back_unattended(inventory):
-    """boot-node: every lab CT stopped, every /dev/nvidia* node gone (the .run driver's reboot), the units
-    ordered before pve-guests run, then pve-guests starts the onboot CTs. Without the boot unit the start fails
-    with Proxmox's own message (test_role_pct_container's negative control); with it, nobody runs Ansible and
-    the 8 servers come back, and a whole re-run has nothing to change."""
     proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nvidia-modprobe -c255" in proc.stdout and f"start CT {VMID}: OK" in proc.stdout, proc.stdout
     wait_healthy(deadline_s=180)
     assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
+    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
     proc, changed = play(inventory, whole=True)
     assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
 
@@ -418,16 +413,17 @@ def test_an_api_key_from_vault_is_enforced_and_never_shown(inventory, tmp_path):
 
 
 def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
-    plan = {"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"5": {"fault": "crash_at_start"}})},
+    plan = {"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"1": {"fault": "crash_at_start"}})},
             "sglang_services_health_deadline": 15, "sglang_services_restart_batch": 1}  # fmt: skip
     try:
         proc, _ = play(inventory, "-e", json.dumps(plan))
         assert proc.returncode != 0
         out = proc.stdout
-        # the rolling restart stops at the instance that does not come back: 6 and 7 keep serving
-        assert "SGLang servers not healthy " in out and "sglang@5 (http://127.0.0.1:32005): loading" in out
-        assert "Restart sglang@6]" not in out
-        assert "unit sglang@5.service is " in out
+        # the rolling restart stops at the instance that does not come back: sglang@0 came back, 2 to 7 keep serving
+        assert "Restart sglang@0]" in out
+        assert "SGLang servers not healthy " in out and "sglang@1 (http://127.0.0.1:32001): loading" in out
+        assert "Restart sglang@2]" not in out
+        assert "unit sglang@1.service is " in out
         assert "RuntimeError: gpulxc lab fault injection: crash at start" in out  # the journal tail
     finally:
         proc, changed = play(inventory)
@@ -514,34 +510,44 @@ def test_two_instances_on_one_gpu_start_one_after_another_at_every_start(invento
     wait_healthy()
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"sglang_services_port_base": 65530},
-         "sglang_services_port_base 65530 (and sglang_services_nccl_port_base 33000) plus the highest GPU index 7"),
-        ({"sglang_services_gpus": [0, 9]}, "sglang_services_gpus [0, 9] names GPUs the container does not have: [9]"),
-        ({"sglang_services_attention_backend": "fa5"},
-         "sglang_services_attention_backend: --attention-backend: 'fa5' is not one of its choices"),
-        ({"sglang_services_mem_fraction_static": 1.5}, "sglang_services_mem_fraction_static is 1.5; it must be"),
-        ({"sglang_services_api_key": "plain-text-key"},
-         "sglang_services_api_key is written in plain text (an inventory, a vars file, a playbook or the command"),
-        ({"sglang_services_model_source": ""},
-         "sglang_services_model_path /dev/shm/stand-in is under /dev/shm, which a reboot empties: set"),
-        ({"sglang_services_model_source": "/mnt/nothing"},
-         "the model source /mnt/nothing is not a directory in the container"),
-        ({"sglang_services_model_source": "/srv/big-model"},
-         "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
-        ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
-        ({"sglang_services_host": "0.0.0.0"},
-         "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set"),
-        ({"sglang_services_model_stage_reserve_mb": -1}, "sglang_services_model_stage_reserve_mb is -1; it must be 0"),
-    ],
-)  # fmt: skip
-def test_bad_input_fails_before_any_change(inventory, extra, message):
+BAD_INPUT = [
+    ({"sglang_services_port_base": 65530},
+     "sglang_services_port_base 65530 (and sglang_services_nccl_port_base 33000) plus the highest GPU index 7"),
+    ({"sglang_services_gpus": [0, 9]}, "sglang_services_gpus [0, 9] names GPUs the container does not have: [9]"),
+    ({"sglang_services_attention_backend": "fa5"},
+     "sglang_services_attention_backend: --attention-backend: 'fa5' is not one of its choices"),
+    ({"sglang_services_mem_fraction_static": 1.5}, "sglang_services_mem_fraction_static is 1.5; it must be"),
+    ({"sglang_services_api_key": "plain-text-key"},
+     "sglang_services_api_key is written in plain text (an inventory, a vars file, a playbook or the command"),
+    ({"sglang_services_model_source": ""},
+     "sglang_services_model_path /dev/shm/stand-in is under /dev/shm, which a reboot empties: set"),
+    ({"sglang_services_model_source": "/mnt/nothing"},
+     "the model source /mnt/nothing is not a directory in the container"),
+    ({"sglang_services_model_source": "/srv/big-model"},
+     "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
+    ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
+    ({"sglang_services_host": "0.0.0.0"},
+     "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set"),
+    ({"sglang_services_model_stage_reserve_mb": -1}, "sglang_services_model_stage_reserve_mb is -1; it must be 0"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def refused(inventory):
+    """Each BAD_INPUT run, side by side, and the CT before and after them all: {extra: (process, changed)}."""
     before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
     # a server key is refused by the router first (test_router.py): this is the services' own check
-    skip = ["--skip-tags=router"] if "sglang_services_api_key" in extra else []
-    proc, changed = play(inventory, *skip, "-e", json.dumps(extra))
+    arguments = [(inventory, *(["--skip-tags=router"] if "sglang_services_api_key" in extra else []), "-e",
+                  json.dumps(extra)) for extra, _ in BAD_INPUT]  # fmt: skip
+    runs = side_by_side(play, arguments)
+    after = in_ct(SNAPSHOT).stdout, ct_state(VMID)
+    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}, before, after
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
+def test_bad_input_fails_before_any_change(refused, extra, message):
+    runs, before, after = refused
+    proc, changed = runs[json.dumps(extra)]
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
-    assert (in_ct(SNAPSHOT).stdout, ct_state(VMID)) == before
+    assert after == before

@@ -2,9 +2,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """SGLang's model gateway (smg) as gpulxc.sglang.sglang_router leaves it on a container: its control plane.
 
-The role writes, in its directory (``/etc/smg``): ``router-args.json``, smg's arguments as a JSON list, and
-``control-plane-key``, root only, the admin key that its launcher hands smg as ``--control-plane-api-keys``.
-Everything here reads those two files; nothing else about the router is assumed.
+The role writes, in its directory (``/etc/smg``): ``router-args.json``, smg's arguments as a JSON list (smg on
+loopback, behind the role's front); ``control-plane-key``, root only, the admin key that its launcher hands smg as
+``--control-plane-api-keys``; ``gateway-key``, root only, smg's ``--api-key``, which smg sends the workers it
+starts with but not those added later through ``POST /workers`` unless the request names it
+(model_gateway/src/worker/service.rs:271 of lightseekorg/smg at 73da68c warns and adds the worker keyless).
+Everything here reads those files; nothing else about the router is assumed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ansible.module_utils.urls import open_url
 
 ARGS_FILE = "router-args.json"
 KEY_FILE = "control-plane-key"
+WORKER_KEY_FILE = "gateway-key"
 # a router bound to every address is reached on loopback
 _ANY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -47,10 +51,11 @@ def read_key(path):
 class Router:
     """smg's worker API, authenticated with the control-plane admin key."""
 
-    def __init__(self, url, key, timeout=10):
+    def __init__(self, url, key, timeout=10, worker_key=None):
         self.url = url
         self.key = key
         self.timeout = timeout
+        self.worker_key = worker_key
 
     @classmethod
     def from_dir(cls, directory, timeout=10):
@@ -65,7 +70,9 @@ class Router:
         host = _ANY_ADDRESS.get(host, host)
         if ":" in host:
             host = "[%s]" % host
-        return cls("http://%s:%s" % (host, _option(args, "--port", "30000")), read_key(key_path), timeout)
+        worker_key_path = os.path.join(directory, WORKER_KEY_FILE)
+        worker_key = read_key(worker_key_path) if os.path.isfile(worker_key_path) else None
+        return cls("http://%s:%s" % (host, _option(args, "--port", "30000")), read_key(key_path), timeout, worker_key)
 
     def call(self, method, path, body=None):
         """(status, decoded JSON or None); SmgError when the router cannot be reached."""
@@ -103,7 +110,10 @@ class Router:
 
     def add(self, url):
         """Register a worker (smg detects it and health-checks it first); True if it was not there."""
-        status, body = self.call("POST", "/workers", {"url": url})
+        spec = {"url": url}
+        if self.worker_key:
+            spec["api_key"] = self.worker_key  # as smg sends it the workers of --worker-urls
+        status, body = self.call("POST", "/workers", spec)
         if status in (200, 201, 202):
             return True
         if status == 409 or (isinstance(body, dict) and body.get("code") == "WORKER_ALREADY_EXISTS"):

@@ -47,6 +47,15 @@ options:
     description: The router's configuration directory (C(sglang_router_dir)).
     type: path
     default: /etc/smg
+  worker_key:
+    description:
+      - The key the workers demand (C(sglang_services_api_key)), handed to smg with each worker it adds (smg
+        1.13.0 adds a worker keyless unless the request names its key, and then cannot even detect its backend,
+        its C(/v1/models) answering 401).
+      - Empty is the router's own C(gateway-key) in O(router_dir) (the servers' key as the router last wrote it);
+        the servers' role passes its key, which may be newer than the router's.
+    type: str
+    default: ""
   timeout:
     description:
       - V(drained) - seconds to wait for the requests in flight; past it the module warns and returns, and the
@@ -172,6 +181,7 @@ def main():
             urls=dict(type="list", elements="str", required=True),
             state=dict(type="str", required=True, choices=["drained", "admitted"]),
             router_dir=dict(type="path", default="/etc/smg"),
+            worker_key=dict(type="str", default="", no_log=True),
             timeout=dict(type="int", default=120),
             wait=dict(type="bool", default=True),
             interval=dict(type="float", default=0.25),
@@ -182,6 +192,8 @@ def main():
     urls = module.params["urls"]
     try:
         router = Router.from_dir(module.params["router_dir"])
+        if router is not None and module.params["worker_key"]:
+            router.worker_key = module.params["worker_key"]
         if router is None:
             module.exit_json(
                 changed=False,

@@ -14,7 +14,8 @@ description:
   - Reads the served model from the first instance's configuration (the lowest-numbered C(instance-N.yaml) in
     O(config_dir)) - C(served-model-name), else C(model-path).
   - Reads each instance's address, port and whether it demands a key from its configuration.
-  - Reads the router's address from its arguments (C(router-args.json) in O(router_dir)) and whether it demands a
+  - Reads where clients reach the router (its front, C(front/front.json) in O(router_dir), else the address in
+    C(router-args.json)), its certificate's fingerprint, and whether it demands a
     client key (a key in C(tenant-api-keys)); never the key itself. A router bound to every address is reported
     at the container's first address (C(hostname -I)).
   - Changes nothing.
@@ -93,13 +94,19 @@ router:
   returned: always
   type: dict
   contains:
-    url: {description: Where clients reach it., type: str, sample: "http://10.0.0.5:8000"}
+    url: {description: Where clients reach it (its front)., type: str, sample: "https://10.0.0.5:8000"}
     keyed: {description: It demands a client key., type: bool, sample: true}
-    host: {description: The address it binds (C(--host))., type: str, sample: 0.0.0.0}
+    host: {description: The address its front binds., type: str, sample: 0.0.0.0}
     metrics:
-      description: Where its Prometheus endpoint listens (plain HTTP, no key), null when its arguments name no port.
+      description:
+        - Where smg's own Prometheus listener is (plain HTTP, no key; the front serves it at C(/metrics) of its
+          C(url)), null when its arguments name no port.
       type: dict
       sample: {host: 127.0.0.1, port: 29000}
+    tls:
+      description: The front's certificate (its path and SHA-256 fingerprint), null when it serves plain HTTP.
+      type: dict
+      sample: {certificate: /etc/smg/front/tls.crt, sha256: "3F:0A:...:9C"}
 servers:
   description: Each instance's address, port and whether it demands a key (C(api-key) set; never the key), from its
     configuration in O(config_dir); an instance that names no host binds sglang's default V(127.0.0.1).
@@ -110,9 +117,11 @@ servers:
 """
 
 import glob
+import hashlib
 import json
 import os
 import re
+import ssl
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import installed_versions, normalize
@@ -191,6 +200,17 @@ def servers(directory):
     return found
 
 
+def fingerprint(path):
+    """The SHA-256 fingerprint of a PEM certificate (its first), as openssl prints it; None without one."""
+    try:
+        with open(path) as handle:
+            der = ssl.PEM_cert_to_DER_cert(handle.read())
+    except (OSError, ValueError):
+        return None
+    digest = hashlib.sha256(der).hexdigest().upper()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
 def router(module, directory):
     try:
         with open(os.path.join(directory, "router-args.json")) as handle:
@@ -199,11 +219,19 @@ def router(module, directory):
         return None
     named = ("--host", "--port", "--prometheus-host", "--prometheus-port")
     option = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i] in named}
-    host = bound = option.get("--host", "0.0.0.0")
+    # clients reach the front (front/front.json); a router without one is reached where smg binds
+    try:
+        with open(os.path.join(directory, "front", "front.json")) as handle:
+            front = json.load(handle)
+    except (OSError, ValueError):
+        front = {"host": option.get("--host", "0.0.0.0"), "port": option.get("--port", "30000"), "tls": False}
+    host = bound = str(front["host"])
     if host in EVERY_ADDRESS:
         rc, out, _err = module.run_command([module.get_bin_path("hostname", required=True), "-I"])
         addresses = out.split() if rc == 0 else []
         host = addresses[0] if addresses else host
+    if ":" in host:
+        host = "[%s]" % host
     try:
         with open(os.path.join(directory, "tenant-api-keys")) as handle:
             keyed = any(line.strip() and not line.startswith("#") for line in handle)
@@ -212,7 +240,12 @@ def router(module, directory):
     metrics = None
     if "--prometheus-port" in option:
         metrics = {"host": option.get("--prometheus-host", "0.0.0.0"), "port": int(option["--prometheus-port"])}
-    return {"url": f"http://{host}:{option.get('--port', '30000')}", "keyed": keyed, "host": bound, "metrics": metrics}
+    tls = None
+    if front.get("tls"):
+        certificate = os.path.join(directory, "front", "tls.crt")
+        tls = {"certificate": certificate, "sha256": fingerprint(certificate)}
+    scheme = "https" if tls else "http"
+    return {"url": f"{scheme}://{host}:{front['port']}", "keyed": keyed, "host": bound, "metrics": metrics, "tls": tls}
 
 
 def main():

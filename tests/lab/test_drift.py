@@ -72,7 +72,7 @@ def test_from_an_empty_node_to_8_healthy_servers_behind_the_router_in_one_run(fi
     assert "nvidia-cuda-nvcc 13.2.78" in lines[2] and "smg 1.13.0" in lines[2]
     assert lines[4] == "endpoint: http://127.0.0.1:8990 (SGLang model gateway, this container only, no key, plain HTTP)"
     ports = ", ".join(str(36000 + n) for n in range(8))
-    assert lines[6:] == ["router metrics: http://127.0.0.1:29990/metrics, this container only",
+    assert lines[6:] == ["router metrics: http://127.0.0.1:8990/metrics, this container only, no key, plain HTTP",
                          f"servers: 8 on 127.0.0.1 port {ports}, this container only, no key"]  # fmt: skip
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
     curl = lines[5].removeprefix("try: ")

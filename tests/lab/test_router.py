@@ -7,9 +7,11 @@ a re-run; client keys from Ansible Vault are enforced and never shown.
 """
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
+import ssl
 import subprocess
 import threading
 import time
@@ -22,6 +24,7 @@ from conftest import REPO, ct_state, destroy, pct, run_site, side_by_side, task_
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
+SMG = "http://127.0.0.1:18980"  # smg itself, behind the front: its worker API is reached here only
 KEY = "gpulxc-router-test-key-5d21e0"
 SNAPSHOT = "md5sum /etc/smg/* /etc/systemd/system/smg.service 2>/dev/null; systemctl is-active smg"
 
@@ -50,13 +53,15 @@ def in_ct(script):
     return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
 
 
-def request(path, key=None, body=None, method=None):
-    req = urllib.request.Request(ROUTER + path, data=body, headers={"Content-Type": "application/json"}, method=method)
+def request(path, key=None, body=None, method=None, *, base=ROUTER, context=None):
+    req = urllib.request.Request(base + path, data=body, headers={"Content-Type": "application/json"}, method=method)
     if key:
         req.add_header("Authorization", f"Bearer {key}")
     try:
-        with urllib.request.urlopen(req, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
+        with urllib.request.urlopen(req, timeout=30, context=context) as response:
+            text = response.read()
+            json_answer = response.headers.get_content_type() == "application/json"
+            return response.status, json.loads(text or b"null") if json_answer else text.decode()
     except urllib.error.HTTPError as error:
         return error.code, None
 
@@ -78,7 +83,7 @@ def admin_key():
 
 
 def workers(key):
-    status, body = request("/workers", key)
+    status, body = request("/workers", key, base=SMG)
     assert status == 200, status
     return {worker["url"]: worker for worker in body["workers"]}
 
@@ -200,9 +205,10 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
 
 def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
     key = admin_key()
-    assert request("/workers")[0] == 401  # the worker API needs the admin key
+    assert request("/workers", base=SMG)[0] == 401  # the worker API needs the admin key
+    assert request("/workers", key)[0] == 401  # and is not reached through the front: it sends smg its own key
     worker = workers(key)["http://127.0.0.1:34005"]
-    status, _ = request(f"/workers/{worker['id']}", key, method="DELETE")
+    status, _ = request(f"/workers/{worker['id']}", key, method="DELETE", base=SMG)
     assert status in (200, 202), status
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and "http://127.0.0.1:34005" in workers(key):
@@ -315,6 +321,100 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
     assert chat(1)[0] == 200
 
 
+# Every route smg registers (model_gateway/src/server.rs:779-930 of lightseekorg/smg at 73da68c: protected,
+# realtime, multipart, public, admin and worker routes), the two the 1.13.0 wheel's binary answers besides
+# (docs/security.md), and a path no one registers (smg's fallback).
+SMG_ROUTES = [
+    ("POST", "/v1/responses"), ("GET", "/v1/responses/r1"), ("POST", "/v1/responses/r1/cancel"),
+    ("DELETE", "/v1/responses/r1"), ("GET", "/v1/responses/r1/input_items"), ("POST", "/v1/conversations"),
+    ("GET", "/v1/conversations/c1"), ("POST", "/v1/conversations/c1"), ("DELETE", "/v1/conversations/c1"),
+    ("GET", "/v1/conversations/c1/items"), ("POST", "/v1/conversations/c1/items"),
+    ("GET", "/v1/conversations/c1/items/i1"), ("DELETE", "/v1/conversations/c1/items/i1"), ("POST", "/generate"),
+    ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("POST", "/rerank"), ("POST", "/v1/rerank"),
+    ("POST", "/v1/embeddings"), ("POST", "/v1/messages"), ("POST", "/v1/interactions"), ("POST", "/v1/classify"),
+    ("POST", "/v1/tokenize"), ("POST", "/v1/detokenize"), ("POST", "/v1/realtime/sessions"),
+    ("POST", "/v1/realtime/client_secrets"), ("POST", "/v1/realtime/transcription_sessions"),
+    ("GET", "/v1/realtime"), ("POST", "/v1/realtime/calls"), ("POST", "/v1/audio/transcriptions"),
+    ("GET", "/health"), ("GET", "/health_generate"), ("GET", "/engine_metrics"), ("GET", "/v1/models"),
+    ("GET", "/get_model_info"), ("GET", "/get_server_info"), ("POST", "/flush_cache"), ("POST", "/start_profile"),
+    ("POST", "/stop_profile"), ("GET", "/get_loads"), ("POST", "/parse/function_call"), ("POST", "/parse/reasoning"),
+    ("POST", "/wasm"), ("DELETE", "/wasm/w1"), ("GET", "/wasm"), ("POST", "/v1/tokenizers"), ("GET", "/v1/tokenizers"),
+    ("GET", "/v1/tokenizers/t1"), ("DELETE", "/v1/tokenizers/t1"), ("GET", "/v1/tokenizers/t1/status"),
+    ("POST", "/workers"), ("GET", "/workers"), ("GET", "/workers/w1"), ("PUT", "/workers/w1"),
+    ("PATCH", "/workers/w1"), ("DELETE", "/workers/w1"),
+    ("GET", "/v1/models/stand-in"), ("GET", "/loads"),
+    ("GET", "/metrics"), ("GET", "/no-such-route-gpulxc"),
+]  # fmt: skip
+SERVER_KEY = "gpulxc-server-key-7a1c$x"  # a "$": nginx must not expand it
+
+
+def front_context():
+    """TLS that trusts only the certificate ct980's front serves now."""
+    return ssl.create_default_context(cadata=in_ct("cat /etc/smg/front/tls.crt").stdout)
+
+
+def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_key(inventory, tmp_path):
+    (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
+    secrets = tmp_path / "secrets.yml"
+    secrets.write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}],
+                                   "sglang_services_api_key": SERVER_KEY}))  # fmt: skip
+    subprocess.run([str(REPO / ".venv/bin/ansible-vault"), "encrypt", "--vault-password-file", str(tmp_path / "pass"),
+                    str(secrets)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "2", "-subj", "/CN=operator", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(tmp_path / "op.key"), "-out", str(tmp_path / "op.crt")],
+                   check=True, capture_output=True)  # fmt: skip
+    operator = tmp_path / "operator.json"
+    operator.write_text(json.dumps({"sglang_router_tls_certificate": (tmp_path / "op.crt").read_text(),
+                                    "sglang_router_tls_private_key": (tmp_path / "op.key").read_text()}))  # fmt: skip
+    https = ROUTER.replace("http://", "https://")
+    keyed = [
+        "--vault-password-file",
+        str(tmp_path / "pass"),
+        "-e",
+        f"@{secrets}",
+        "-e",
+        '{"sglang_router_host": "0.0.0.0"}',
+    ]
+    try:
+        proc, changed = run_site(inventory, "ct980", "--tags=services,router,summary", *keyed)
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        assert KEY not in proc.stdout and SERVER_KEY not in proc.stdout
+        context = front_context()
+        assert request("/liveness", base=https, context=context)[0] == 200
+        assert request("/readiness", base=https, context=context)[1]["healthy_workers"] == 8
+        refused = {f"{m} {p}": request(p, None, b"{}" if m != "GET" else None, m, base=https, context=context)[0]
+                   for m, p in SMG_ROUTES}  # fmt: skip
+        assert set(refused.values()) == {401}, {r: s for r, s in refused.items() if s != 401}
+        assert {request(p, "wrong", base=https, context=context)[0] for p in ("/get_server_info", "/v1/models")} == {
+            401
+        }
+        # the servers demand their key; smg sends it, not the client's
+        assert request("/v1/models", base="http://127.0.0.1:34000")[0] == 401
+        body = json.dumps({"model": "stand-in", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+        assert request("/v1/chat/completions", KEY, body.encode(), base=https, context=context)[0] == 200
+        assert request("/metrics", KEY, base=https, context=context)[0] == 200
+        assert request("/liveness")[0] == 400  # plain HTTP on the TLS port: nginx refuses it
+        served = ssl.PEM_cert_to_DER_cert(in_ct("cat /etc/smg/front/tls.crt").stdout)
+        fingerprint = hashlib.sha256(served).hexdigest().upper()
+        lines = json.loads(proc.stdout.rsplit("TASK [Summary]", 1)[1].split("=>", 1)[1].split("PLAY RECAP")[0])["msg"]
+        assert any(line.endswith(", client key required, TLS)") and line.startswith("endpoint: https://")
+                   for line in lines), lines  # fmt: skip
+        assert any(line.startswith("TLS certificate: /etc/smg/front/tls.crt") and line.endswith(
+            ":".join(fingerprint[i:i + 2] for i in range(0, 64, 2))) for line in lines), lines  # fmt: skip
+        # the operator's certificate replaces the one made here, and the second run with it changes nothing
+        for expected in (None, 0):
+            proc, changed = play(inventory, *keyed, "-e", f"@{operator}")
+            assert proc.returncode == 0 and (expected is None or changed == expected), proc.stdout[-3000:]
+            assert "PRIVATE KEY" not in proc.stdout
+        mine = ssl.create_default_context(cafile=str(tmp_path / "op.crt"))
+        assert request("/readiness", base=https, context=mine)[0] == 200
+    finally:
+        proc, changed = play(inventory)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+    assert chat(1)[0] == 200 and request("/get_server_info")[0] == 200  # on loopback, without keys: all open
+
+
 BAD_INPUT = [
     ({"sglang_router_host": "0.0.0.0"}, "sglang_router_host 0.0.0.0 is reachable from other machines: set"),
     ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
@@ -324,8 +424,10 @@ BAD_INPUT = [
      "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
     ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
     ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
-    ({"sglang_services_api_key": "k", "sglang_services_api_key_allow_plain_text": True},
-     "sglang_services_api_key is set: the router cannot health-check or reach servers that require a key"),
+    ({"sglang_router_smg_port": 29980}, "sglang_router_smg_port and sglang_router_prometheus_port are both 29980"),
+    ({"sglang_router_prometheus_host": "0.0.0.0"}, "sglang_router_prometheus_host 0.0.0.0 is reachable from other"),
+    ({"sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
+     "sglang_router_tls_certificate and sglang_router_tls_private_key go together"),
 ]  # fmt: skip
 
 

@@ -25,20 +25,28 @@ LOCAL = {
     "keyed": False,
     "host": "127.0.0.1",
     "metrics": {"host": "127.0.0.1", "port": 29000},
+    "tls": None,
 }
-OPEN = {"url": "http://10.0.0.5:8000", "keyed": True, "host": "0.0.0.0", "metrics": {"host": "0.0.0.0", "port": 29000}}
+TLS = {"certificate": "/etc/smg/front/tls.crt", "sha256": "3F:0A:9C"}
+OPEN = {"url": "https://10.0.0.5:8000", "keyed": True, "host": "0.0.0.0",
+        "metrics": {"host": "127.0.0.1", "port": 29000}, "tls": TLS}  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("router", "endpoint", "metrics"),
-    [(LOCAL, "this container only, no key, plain HTTP", "http://127.0.0.1:29000/metrics, this container only"),
-     (OPEN, "other machines, client key required, plain HTTP",
-      "http://127.0.0.1:29000/metrics, other machines, no key, plain HTTP")],
+    ("router", "endpoint"),
+    [(LOCAL, "this container only, no key, plain HTTP"), (OPEN, "other machines, client key required, TLS")],
 )  # fmt: skip
-def test_the_gateway_and_its_metrics_say_who_reaches_them(router, endpoint, metrics):
+def test_the_gateway_and_its_metrics_say_who_reaches_them(router, endpoint):
     found = lines(router, [])
     assert f"endpoint: {router['url']} (SGLang model gateway, {endpoint})" in found, found
-    assert f"router metrics: {metrics}" in found, found
+    # smg's own listener stays on loopback: the front serves it as every route, with the same key
+    assert f"router metrics: {router['url']}/metrics, {endpoint}" in found, found
+    certificate = [line for line in found if line.startswith("TLS certificate: ")]
+    assert certificate == ([] if router["tls"] is None else [
+        "TLS certificate: /etc/smg/front/tls.crt in the container (copy it as tls.crt where it is not signed by a CA"
+        " the clients trust), sha256 3F:0A:9C"])  # fmt: skip
+    try_line = next(line for line in found if line.startswith("try: "))
+    assert try_line.startswith("try: curl -s --cacert tls.crt https://" if router["tls"] else "try: curl -s http://")
 
 
 def test_the_servers_say_their_address_ports_and_key():

@@ -26,6 +26,19 @@ def test_a_server_other_machines_reach_needs_a_key(host):
         assert not [e for e in errors(sglang_services_host=host, **opt_out) if MESSAGE in e], opt_out
 
 
+@pytest.mark.parametrize("host", REACHABLE)
+def test_keyed_servers_other_machines_reach_do_not_serve_metrics_there(host):
+    # sglang 0.5.12 checks --api-key on every route but /health* and /metrics (../shared/reference/sglang.md)
+    metrics = f"sglang_services_host {host} is reachable from other machines, and sglang serves /metrics"
+    found = errors(sglang_services_host=host, sglang_services_api_key="k")
+    assert any(e.startswith(metrics) and "sglang_services_enable_metrics to false" in e for e in found), found
+    for opt_out in ({"sglang_services_enable_metrics": False}, {"sglang_services_allow_keyless_network": True}):
+        assert not [e for e in errors(sglang_services_host=host, sglang_services_api_key="k", **opt_out)
+                    if metrics in e], opt_out  # fmt: skip
+    for loopback_host in LOOPBACK:
+        assert not [e for e in errors(sglang_services_host=loopback_host, sglang_services_api_key="k") if metrics in e]
+
+
 def test_an_empty_host_is_sglangs_own_default_loopback_and_needs_no_key():
     # left out of the config, so sglang 0.5.12 binds its default 127.0.0.1 (server_args.py:387 in the wheel)
     assert errors(sglang_services_host="") == []

@@ -25,6 +25,7 @@ class FakeSmg:
         self.workers = {url: {"id": f"id-{n}", "url": url, "status": "ready", "load": 0, "is_healthy": True}
                         for n, url in enumerate(urls)}  # fmt: skip
         self.settle, self.detect, self.calls, self.lock = settle, detect, [], threading.Lock()
+        self.posted = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +74,7 @@ class FakeSmg:
             if body["url"] in self.workers:
                 return 409, {"code": "WORKER_ALREADY_EXISTS"}
             worker = {"id": "id-new", "url": body["url"], "status": "pending", "load": 0, "is_healthy": False}
+            self.posted.append(body)
             self.workers[body["url"]] = worker
             self.later(self.detect, lambda: worker.update(status="ready", is_healthy=True))
             return 202, {"status": "accepted"}
@@ -143,6 +145,29 @@ def test_admitted_registers_a_missing_worker_and_waits_until_ready(module_exits,
     assert ok and result["changed"] is True
     assert result["workers"] == {url: "ready", "http://127.0.0.1:2/": "ready"}
     assert [call[:2] for call in smg.calls].count(("POST", "/workers")) == 1
+    assert smg.posted == [{"url": url}]  # no gateway-key file: no key to hand on
+
+
+def test_admitted_hands_the_gateway_key_to_a_worker_it_adds(module_exits, smg, tmp_path):
+    # smg sends a worker added by POST /workers no key unless the request names one (smg worker/service.rs:271)
+    url = "http://127.0.0.1:1/"
+    del smg.workers[url]
+    (tmp_path / "gateway-key").write_text("-servers-key\n")
+    ok, result = run(module_exits, urls=[url], state="admitted", router_dir=smg.write_dir(tmp_path))
+    assert ok and result["changed"] is True
+    assert smg.posted == [{"url": url, "api_key": "-servers-key"}]
+
+
+def test_admitted_hands_the_key_the_servers_role_passes_before_the_router_knows_it(module_exits, smg, tmp_path):
+    # the servers restart with a new key before the router's role writes it: their role's key wins
+    url = "http://127.0.0.1:1/"
+    del smg.workers[url]
+    (tmp_path / "gateway-key").write_text("the-old-key\n")
+    ok, result = run(module_exits, urls=[url], state="admitted", router_dir=smg.write_dir(tmp_path),
+                     worker_key="new-servers-key")  # fmt: skip
+    assert ok and result["changed"] is True
+    assert smg.posted == [{"url": url, "api_key": "new-servers-key"}]
+    assert "new-servers-key" not in json.dumps(result)
 
 
 def test_admitted_waits_for_a_draining_worker_to_leave_first(module_exits, smg, tmp_path):

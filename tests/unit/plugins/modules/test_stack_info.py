@@ -2,6 +2,7 @@
 directories under tmp_path."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,8 @@ def test_a_converged_container(container, module_exits, monkeypatch):
     )
     assert result["model"] == "Qwen3.6-27B"  # instance 0's, not instance 1's
     assert result["config"] == container["config_dir"] + "/instance-0.yaml"
-    assert result["router"] == {"url": "http://127.0.0.1:8990", "keyed": True, "host": "127.0.0.1", "metrics": None}
+    assert result["router"] == {"url": "http://127.0.0.1:8990", "keyed": True, "host": "127.0.0.1", "metrics": None,
+                                "tls": None}  # fmt: skip
     # instance 0 names no host: sglang's default; instance 1 binds every address with a key, which is never returned
     assert result["servers"] == [{"instance": 0, "host": "127.0.0.1", "port": 30000, "keyed": False},
                                  {"instance": 1, "host": "0.0.0.0", "port": 30001, "keyed": True}]  # fmt: skip
@@ -113,7 +115,26 @@ def test_a_router_on_every_address_is_reported_at_the_first_one_without_a_key(co
     (router / "tenant-api-keys").write_text("# tenant:key, one a line (gpulxc.sglang.sglang_router)\n")
     result, calls = run(container, monkeypatch)
     assert result["router"] == {"url": "http://10.0.0.5:8000", "keyed": False, "host": "0.0.0.0",
-                                "metrics": {"host": "0.0.0.0", "port": 29000}}  # fmt: skip
+                                "metrics": {"host": "0.0.0.0", "port": 29000}, "tls": None}  # fmt: skip
+    assert calls == [["/usr/bin/hostname", "-I"]]
+
+
+def test_a_router_behind_its_front_is_reported_at_the_front_with_its_certificate(container, module_exits, monkeypatch):
+    router = Path(container["router_dir"])
+    args = ["--host", "127.0.0.1", "--port", "18000", "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000"]
+    (router / "router-args.json").write_text(json.dumps(args))
+    (router / "front").mkdir()
+    (router / "front/front.json").write_text(json.dumps({"host": "::", "port": 8000, "tls": True}))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "1", "-subj", "/CN=t", "-keyout", str(router / "front/tls.key"),
+                    "-out", str(router / "front/tls.crt")], check=True, capture_output=True)  # fmt: skip
+    printed = subprocess.run(["openssl", "x509", "-in", str(router / "front/tls.crt"), "-noout", "-fingerprint",
+                              "-sha256"], check=True, capture_output=True, text=True).stdout  # fmt: skip
+    result, calls = run(container, monkeypatch)
+    assert result["router"] == {"url": "https://10.0.0.5:8000", "keyed": True,
+                                "host": "::", "metrics": {"host": "127.0.0.1", "port": 29000},
+                                "tls": {"certificate": str(router / "front/tls.crt"),
+                                        "sha256": printed.strip().split("=", 1)[1]}}  # fmt: skip
     assert calls == [["/usr/bin/hostname", "-I"]]
 
 

@@ -53,6 +53,19 @@ def pins(text):
     return found
 
 
+def unhashed(text):
+    """The canonical names of a lock's pins that carry no `--hash=` (a lock made without --generate-hashes)."""
+    names, current = {}, None
+    for line in text.splitlines():
+        match = _PIN.match(line)
+        if match and not line.startswith((" ", "\t", "#")):
+            current = canonical(match.group(1))
+            names[current] = False
+        if current and "--hash=" in line:
+            names[current] = True
+    return sorted(name for name, hashed in names.items() if not hashed)
+
+
 def drift(installed, locked):
     """{name: {"installed": version or None, "locked": version or None}} for every difference."""
     names = sorted(set(installed) | set(locked))

@@ -12,13 +12,15 @@ description:
   - Writes the requirements of a Python stack (O(requirements)) and the declared overrides (O(overrides)) into
     O(dir)/requirements.in and O(dir)/overrides.txt (gpulxc.sglang.stack_requirements makes both from a stack
     profile).
-  - When those inputs differ from the ones the lock was made from, resolves them once with
-    C(uv pip compile --override) into O(dir)/stack.lock. The input files and the lock are replaced only
+  - When those inputs differ from the ones the lock was made from, or the lock lacks a file's hash, resolves them
+    once with C(uv pip compile --override --generate-hashes) into O(dir)/stack.lock, every file of a version
+    listed with its sha256. The input files and the lock are replaced only
     after the resolve succeeded, so a failing resolve changes nothing. Inputs that differ only in their
     C(# from) comments (O(label)) are rewritten without a resolve.
   - Compares the virtual environment (C(uv pip freeze)) with the lock on every run, and when anything
     differs (a package upgraded, downgraded, added or removed by hand) installs exactly the lock with
-    C(uv pip sync).
+    C(uv pip sync --require-hashes), so a file the index serves changed or cut short is refused; uv installs
+    only once every file is downloaded and checked, so a failed download leaves the environment as it was.
   - Checks every file each installed distribution's C(RECORD) lists (it exists and has the size installed;
     byte code left out), and reinstalls a distribution whose files are gone or changed while its C(dist-info)
     still reads as installed (C(uv pip sync --reinstall-package)); files matching O(unchecked) are left to the
@@ -142,6 +144,7 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
     fragment_text,
     pins,
     requirement_name,
+    unhashed,
     unlabelled,
 )
 
@@ -174,7 +177,7 @@ class Stack:
             with open(overrides, "w") as handle:
                 handle.write(self.want_overrides)
             rc, out, err = self.module.run_command(
-                [self.uv, "pip", "compile", "--quiet", "--no-header", "--python", self.python,
+                [self.uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--python", self.python,
                  *self.index_args, requirements, "--override", overrides, "-o", lock]
             )  # fmt: skip
             if rc != 0:
@@ -188,7 +191,8 @@ class Stack:
                 body = handle.read()
         return (
             "# The one resolve of requirements.in with overrides.txt (uv pip compile --override), by\n"
-            "# gpulxc.sglang.uv_stack. The virtual environment is kept exactly at these versions.\n" + body
+            "# gpulxc.sglang.uv_stack. The virtual environment is kept exactly at these versions and files\n"
+            "# (uv pip sync --require-hashes).\n" + body
         )
 
     def installed(self):
@@ -216,11 +220,15 @@ class Stack:
         before = (read_text(self.requirements_path), read_text(self.overrides_path))
         want = (self.want_requirements, self.want_overrides)
         lock_text = read_text(self.lock_path)
-        if lock_text is not None and before == want:
+        missing = unhashed(lock_text) if lock_text is not None else []
+        if lock_text is not None and before == want and not missing:
             return lock_text, False, False
         diff["before"] += f"# {self.requirements_path}\n{before[0] or ''}# {self.overrides_path}\n{before[1] or ''}"
         diff["after"] += f"# {self.requirements_path}\n{want[0]}# {self.overrides_path}\n{want[1]}"
-        resolve = lock_text is None or tuple(map(unlabelled, before)) != tuple(map(unlabelled, want))
+        if missing:
+            diff["before"] += f"# {self.lock_path}: {len(missing)} pins without a hash, such as {missing[0]}\n"
+            diff["after"] += f"# {self.lock_path}: every file of every pin with its sha256\n"
+        resolve = lock_text is None or bool(missing) or tuple(map(unlabelled, before)) != tuple(map(unlabelled, want))
         if resolve:
             lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
         if lock_text is not None and not check:
@@ -253,10 +261,16 @@ class Stack:
             if not check:
                 reinstall = [arg for name in result["damaged"] for arg in ("--reinstall-package", name)]
                 rc, out, err = self.module.run_command(
-                    [self.uv, "pip", "sync", "--python", self.python, *self.index_args, *reinstall, self.lock_path]
-                )
+                    [self.uv, "pip", "sync", "--require-hashes", "--python", self.python, *self.index_args, *reinstall,
+                     self.lock_path]
+                )  # fmt: skip
                 if rc != 0:
-                    self.module.fail_json(msg=f"uv pip sync of {self.lock_path} failed: {err.strip()}", rc=rc)
+                    self.module.fail_json(
+                        msg=f"uv pip sync of {self.lock_path} failed (a file the index does not serve, or whose sha256"
+                        " differs from the lock's, stops it before anything is installed); run again once the index"
+                        f" serves the locked files. uv said: {err.strip()}",
+                        rc=rc,
+                    )
                 installed = self.installed()
                 left = drift(installed, locked)
                 if left:

@@ -79,11 +79,14 @@ def conf_text(vmid):
 
 
 # What a run refused for bad input must leave byte-for-byte as it was, besides the CT's config on the node: a
-# listing of the container's software, configuration and units, their checksums, and the units' states.
+# listing of the container's software, configuration and units, their checksums, the units' states and their
+# main processes (a unit restarted and back up has another main PID).
 CT_STATE = (
     "find /opt/sglang /opt/smg /etc/sglang /etc/smg /etc/systemd/system -maxdepth 2 2>/dev/null | sort;"
     " find /etc/sglang /etc/smg /etc/systemd/system -maxdepth 1 -type f -exec md5sum {} + 2>/dev/null | sort;"
-    " systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' 2>/dev/null"
+    " for unit in $(systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' 2>/dev/null | cut -d' ' -f1); do"
+    ' echo "$(systemctl list-units --all --no-legend --plain "$unit") MainPID=$(systemctl show -P MainPID "$unit")";'
+    " done"
 )
 
 

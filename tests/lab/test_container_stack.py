@@ -8,6 +8,8 @@ CT (glibc 2.31, ct961) refused before anything is installed in it.
 
 import json
 import re
+import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ ENV = "set -a; . /etc/sglang/cuda.env; set +a; "
 UV = "/usr/local/bin/uv"
 PY = "/opt/sglang/venv/bin/python"
 OLD_TEMPLATE = "local:vztmpl/debian-11-gpulxclab_11.0-1_amd64.tar.zst"
+INDEX_FILES = Path("/var/lib/gpulxc-lab/index/files")  # the lab package index's wheels (lab/index/build)
 # what must not change when input is refused: the CT's software and its config
 SNAPSHOT = (
     "find /opt/sglang /opt/gpulxc /etc/sglang /etc/uv /var/lib/gpulxc -maxdepth 2 2>/dev/null | sort;"
@@ -90,8 +93,9 @@ def test_converges_in_one_resolve_compiles_and_does_not_recompile(inventory):
                 "nvidia-cuda-nvrtc==13.0.88"):  # fmt: skip
         assert pin in installed.splitlines(), pin
     lock = in_ct("cat /etc/sglang/stack/stack.lock").stdout
-    locked = sorted(line for line in lock.splitlines() if "==" in line and not line.startswith((" ", "#")))
+    locked = sorted(line.split()[0] for line in lock.splitlines() if "==" in line and not line.startswith((" ", "#")))
     assert locked == sorted(installed.splitlines())  # the venv is exactly the one lock
+    assert lock.count("--hash=sha256:") >= len(locked)  # each pin with its files' sha256
     assert len(locked) > 150  # the real graph of sglang 0.5.12, not just the pins
     # the stand-ins are marked as such; the CUDA wheels are real (nvcc runs)
     site_packages = "/opt/sglang/venv/lib/python3.11/site-packages"
@@ -203,6 +207,38 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     assert rebuild().returncode == 0
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converges(inventory):
+    """Two locked wheels gone from the venv and from uv's cache; the index then lacks one (404), then serves it
+    with other bytes (its sha256 no longer the lock's): each run fails naming the file and installs neither
+    (uv installs once every file is downloaded and checked); with the index whole again, a run converges."""
+    play(inventory)
+    lock = in_ct("cat /etc/sglang/stack/stack.lock").stdout
+    versions = {name: re.search(rf"^{name}==(\S+)", lock, re.M).group(1) for name in ("filelock", "idna")}
+    wheel = next(INDEX_FILES.glob(f"idna-{versions['idna']}-*.whl"))
+    aside = wheel.with_name(wheel.name + ".gpulxc-test")
+    assert in_ct(f"{UV} pip uninstall -q --python {PY} filelock idna && {UV} cache clean filelock idna").returncode == 0
+    wheel.rename(aside)
+    try:
+        proc, _ = play(inventory)  # the index answers 404 for it
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode != 0 and "stops it before anything is installed" in out, proc.stdout[-3000:]
+        assert wheel.name in out
+        assert not re.search(r"^(filelock|idna)==", freeze(), re.M)  # filelock, downloaded fine, not installed
+        shutil.copy(aside, wheel)
+        with zipfile.ZipFile(wheel, "a") as tampered:  # a valid wheel still, with other bytes
+            tampered.writestr("idna/gpulxc_tampered.py", "")
+        proc, _ = play(inventory)
+        out = " ".join(proc.stdout.split())
+        assert proc.returncode != 0 and "Hash mismatch" in out and f"idna=={versions['idna']}" in out, out[-3000:]
+        assert not re.search(r"^(filelock|idna)==", freeze(), re.M)
+    finally:
+        wheel.unlink(missing_ok=True)
+        aside.rename(wheel)
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert {f"{name}=={version}" for name, version in versions.items()} <= set(freeze().splitlines())
 
 
 def test_every_uv_run_in_the_container_uses_the_proxy_and_ca_settings(inventory):

@@ -203,6 +203,39 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     assert undrained.cut == 0, (undrained.done, undrained.cut)
 
 
+def test_the_router_killed_during_a_rolling_restart_comes_back_and_the_run_restarts_every_instance(inventory):
+    """smg SIGKILLed once the rolling restart's second step has restarted its instances: systemd starts it again
+    (Restart=always) with every instance from its arguments; the drains and re-admissions it misses are skipped
+    with a warning (no step waits on a router that is gone), every instance is restarted, and the run ends with
+    all 8 in rotation; the next run changes nothing."""
+    before, smg_before = main_pids(), in_ct("systemctl show -P MainPID smg.service").stdout.strip()
+    killed, done = [], threading.Event()
+
+    def kill_smg_in_the_second_step():
+        while not done.is_set() and not killed:
+            if main_pids()[2] not in ("0", before[2]):  # sglang@2 restarted: the second step runs
+                killed.append(in_ct("systemctl kill -s KILL smg.service").returncode)
+            time.sleep(0.5)
+
+    changed_setting = json.dumps({"sglang_services_max_running_requests": 40, "sglang_services_restart_batch": 2})
+    killer = threading.Thread(target=kill_smg_in_the_second_step)
+    killer.start()
+    try:
+        proc, changed = play(inventory, "-e", changed_setting)
+    finally:
+        done.set()
+        killer.join()
+    assert killed == [0] and proc.returncode == 0 and changed > 0, (killed, proc.stdout[-3000:])
+    after = main_pids()
+    assert all(old != new for old, new in zip(before, after, strict=True)), (before, after)
+    assert in_ct("systemctl show -P MainPID smg.service").stdout.strip() not in ("0", smg_before)
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+    proc, changed = play(inventory, "-e", changed_setting)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    proc, changed = play(inventory, "-e", '{"sglang_services_router_drain": false, "sglang_services_restart_batch": 0}')
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]  # back to the default, all at once
+
+
 def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
     key = admin_key()
     assert request("/workers", base=SMG)[0] == 401  # the worker API needs the admin key
@@ -394,6 +427,10 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         body = json.dumps({"model": "stand-in", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
         assert request("/v1/chat/completions", KEY, body.encode(), base=https, context=context)[0] == 200
         assert request("/metrics", KEY, base=https, context=context)[0] == 200
+        gateway = in_ct("grep -v '^#' /etc/smg/gateway-key").stdout.strip()
+        journal = in_ct("journalctl --no-pager -o cat -u smg.service -u smg-front.service -u 'sglang@*'").stdout
+        commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
+        assert gateway and [k for k in (KEY, SERVER_KEY, gateway) if k in journal + commands] == []
         assert request("/liveness")[0] == 400  # plain HTTP on the TLS port: nginx refuses it
         served = ssl.PEM_cert_to_DER_cert(in_ct("cat /etc/smg/front/tls.crt").stdout)
         fingerprint = hashlib.sha256(served).hexdigest().upper()

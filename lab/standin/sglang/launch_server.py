@@ -48,6 +48,7 @@ import ctypes
 import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -539,6 +540,16 @@ def handler_for(state):
     return Handler
 
 
+def log_server_args(args):
+    """Every argument, the keys included, as 0.5.12 logs them through `logging` at start: configure_logger
+    (srt/utils/common.py:1253-1271, basicConfig to stderr at --log-level) then engine.py:773,
+    `logger.info(f"{server_args=}")` of the ServerArgs dataclass (its repr names every field)."""
+    level = getattr(logging, (getattr(args, "log_level", None) or "info").upper())
+    logging.basicConfig(level=level, format="[%(asctime)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S", force=True)
+    fields = ", ".join(f"{name}={value!r}" for name, value in vars(args).items())
+    logging.getLogger("sglang.srt.entrypoints.engine").info(f"server_args=ServerArgs({fields})")
+
+
 def main(argv=None):
     args = parse_args(argv)
     index = gpu_index()
@@ -546,6 +557,7 @@ def main(argv=None):
     check_environment(index)
     if not (Path(args.model_path) / "config.json").is_file():  # transformers' AutoConfig, as the real one
         die(f"OSError: {args.model_path} does not appear to have a file named config.json.")
+    log_server_args(args)
     if plan.get("fault") == "crash_at_start":
         crash("RuntimeError: gpulxc lab fault injection: crash at start")
     fraction = args.mem_fraction_static if args.mem_fraction_static is not None else 0.88

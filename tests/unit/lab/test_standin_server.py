@@ -6,6 +6,7 @@ import argparse
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,11 @@ spec.loader.exec_module(server)
 build_loader = importlib.machinery.SourceFileLoader("lab_index_build", str(REPO / "lab/index/build"))
 build = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_index_build", build_loader))
 build_loader.exec_module(build)
+launch_loader = importlib.machinery.SourceFileLoader(
+    "sglang_launch", str(REPO / "roles/sglang_services/files/sglang-launch")
+)
+LAUNCH = importlib.util.module_from_spec(importlib.util.spec_from_loader("sglang_launch", launch_loader))
+launch_loader.exec_module(LAUNCH)
 PROFILE_FLAGS = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]
 
 
@@ -440,3 +446,26 @@ def test_a_crash_ends_as_the_real_servers_by_sigkill():
         "RuntimeError: x",
         "Received sigquit from a child process. It usually means the child failed.",
     ]
+
+
+@pytest.fixture
+def root_logging(monkeypatch):
+    """The stand-in's basicConfig(force=True) replaces the root logger's handlers: put them back afterwards."""
+    monkeypatch.setattr(logging.root, "handlers", list(logging.root.handlers))
+    monkeypatch.setattr(logging.root, "level", logging.root.level)
+    monkeypatch.setattr(logging, "_logRecordFactory", logging.getLogRecordFactory())
+
+
+def test_without_the_launcher_the_stand_in_logs_the_key_as_sglang_does(root_logging, capsys):
+    args = server.build_parser().parse_args(["--model-path", "/m", "--api-key", "it's-a-key"])
+    server.log_server_args(args)
+    logged = capsys.readouterr().err
+    assert "] server_args=ServerArgs(" in logged and 'api_key="it\'s-a-key"' in logged
+
+
+def test_through_the_launcher_the_stand_ins_log_has_no_key(root_logging, capsys):
+    logging.setLogRecordFactory(LAUNCH.redacted_record)
+    args = server.build_parser().parse_args(["--model-path", "/m", "--api-key", "it's-a-key", "--port", "30001"])
+    server.log_server_args(args)
+    logged = capsys.readouterr().err
+    assert "it's-a-key" not in logged and "api_key='<redacted>'" in logged and "port=30001" in logged

@@ -92,8 +92,8 @@ def test_show_gives_the_role_units_command_environment_and_user(tmp_path):
     p = runner.plan(str(unit), "1")
     config, cache = value(facts, "sglang_services_config_dir"), value(facts, "sglang_services_cache_dir")
     assert p["unit"] == "sglang@1.service"
-    assert p["argv"] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--config",
-                         f"{config}/instance-1.yaml"]  # fmt: skip
+    launch = value(facts, "_sglang_services_launch_script")
+    assert p["argv"] == ["/opt/sglang/venv/bin/python", launch, "--config", f"{config}/instance-1.yaml"]
     assert [c["argv"] for c in p["exec_start_pre"]] == [[SYSTEM_PYTHON, value(facts, "_sglang_services_turn_script")]]
     daemon = pwd.getpwnam(USER)
     assert (p["user"], p["uid"], p["gid"], p["group"]) == (USER, daemon.pw_uid, daemon.pw_gid, USER)
@@ -130,7 +130,8 @@ def test_show_prints_the_dry_run(tmp_path, capsys):
     assert runner.main(["show", str(unit), "1"]) == 0
     text = capsys.readouterr().out
     config = value(facts, "sglang_services_config_dir")
-    assert f"command:     /opt/sglang/venv/bin/python -m sglang.launch_server --config {config}/instance-1.yaml" in text
+    launch = value(facts, "_sglang_services_launch_script")
+    assert f"command:     /opt/sglang/venv/bin/python {launch} --config {config}/instance-1.yaml" in text
     assert f"user:        {USER} (uid" in text and "CUDA_VISIBLE_DEVICES=1 " in text
     assert runner.main(["show", str(unit), "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["environment"]["SGLANG_CACHE_DIR"].endswith("/sglang-1")

@@ -37,6 +37,8 @@ def uv(tmp_path, monkeypatch, module_exits):
         "compiled_from": None,
         "reinstalled": [],
         "reinstall_works": True,
+        "synced_with": [],
+        "index_fails": "",
     }
 
     def run_command(self, args, **kwargs):
@@ -52,12 +54,20 @@ def uv(tmp_path, monkeypatch, module_exits):
             if runtime and not runtime.startswith("13.0.96") and "nvidia-cuda-runtime" not in overrides:
                 return 1, "", "  x No solution found when resolving dependencies: torch depends on " + TORCH_PIN
             lock = {**pins, "nvidia-cuda-runtime": runtime or "13.0.96", "filelock": "3.20.0"}
-            lines = "".join(f"{name}=={version}\n    # via -r requirements.in\n" for name, version in lock.items())
+            hashes = "--generate-hashes" in args  # as uv writes them: the pin, then one line per file
+            lines = "".join(
+                f"{name}=={version}" + (f" \\\n    --hash=sha256:{'ab' * 32}" if hashes else "")
+                + "\n    # via -r requirements.in\n"
+                for name, version in lock.items()
+            )  # fmt: skip
             Path(args[args.index("-o") + 1]).write_text(lines)
             return 0, "", ""
         if verb == "freeze":
             return 0, "".join(f"{n}=={v}\n" for n, v in fake["installed"].items()), ""
         if verb == "sync":
+            fake["synced_with"].append(args)
+            if fake["index_fails"]:
+                return 2, "", fake["index_fails"]
             fake["installed"] = dict(_uv_stack.pins(Path(args[-1]).read_text()))
             reinstall = [args[i + 1] for i, arg in enumerate(args) if arg == "--reinstall-package"]
             fake["reinstalled"].append(reinstall)
@@ -130,6 +140,56 @@ def test_first_run_resolves_once_installs_the_lock_and_a_second_run_changes_noth
     ok, result = run(uv, requirements=PROFILE + CUDA, overrides=RUNTIME)
     assert ok and not result["changed"] and result["drift"] == {}
     assert uv["fake"]["calls"] == ["freeze", "check"]  # no resolve, no install
+
+
+def test_the_lock_lists_each_files_sha256_and_the_install_requires_them(uv):
+    run(uv, requirements=PROFILE)
+    lock = (uv["dir"] / "stack.lock").read_text()
+    assert "--generate-hashes" in uv["fake"]["compiled_from"][2]
+    assert _uv_stack.unhashed(lock) == [] and lock.count("--hash=sha256:") == 4
+    assert all("--require-hashes" in args for args in uv["fake"]["synced_with"]) and uv["fake"]["synced_with"]
+
+
+def test_a_lock_without_hashes_is_resolved_again_once(uv):
+    """A lock from before the hashes (or edited by hand): resolved again, its diff saying so; then kept."""
+    run(uv, requirements=PROFILE)
+    lock = uv["dir"] / "stack.lock"
+    lock.write_text(
+        "\n".join(line for line in lock.read_text().splitlines() if "--hash=" not in line).replace(" \\", "")
+    )
+    assert _uv_stack.unhashed(lock.read_text()) == ["filelock", "nvidia-cuda-runtime", "sglang", "torch"]
+    uv["fake"]["calls"].clear()
+    ok, result = run(uv, diff=True, requirements=PROFILE)
+    assert ok and result["changed"] and result["resolved"] and not result["synced"], result
+    assert "4 pins without a hash, such as filelock" in result["diff"]["before"]
+    assert _uv_stack.unhashed(lock.read_text()) == [] and uv["fake"]["calls"][0] == "compile"
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and not result["changed"]
+
+
+def test_an_index_failing_during_the_install_fails_naming_it_and_a_rerun_installs(uv):
+    run(uv, requirements=PROFILE)
+    installed = dict(uv["fake"]["installed"])
+    uv["fake"]["installed"]["torch"] = "2.10.0"
+    uv["fake"]["index_fails"] = "error: Failed to fetch: `http://127.0.0.1:3141/files/torch-2.11.0-py3-none-any.whl`"
+    ok, result = run(uv, requirements=PROFILE)
+    assert not ok and "stops it before anything is installed" in result["msg"], result
+    assert "Failed to fetch" in result["msg"] and "torch-2.11.0" in result["msg"]
+    uv["fake"]["index_fails"] = ""
+    ok, result = run(uv, requirements=PROFILE)
+    assert ok and result["synced"] and uv["fake"]["installed"] == installed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a==1 \\\n    --hash=sha256:00\nb==2\n    # via a\n", ["b"]),
+        ("a==1 --hash=sha256:00\n# c==3\n", []),
+        ("", []),
+    ],
+)
+def test_unhashed_names_the_pins_without_a_hash(text, expected):
+    assert _uv_stack.unhashed(text) == expected
 
 
 def test_the_same_requirements_under_another_label_are_rewritten_without_a_resolve(uv):

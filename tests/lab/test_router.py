@@ -427,6 +427,7 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         body = json.dumps({"model": "stand-in", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
         assert request("/v1/chat/completions", KEY, body.encode(), base=https, context=context)[0] == 200
         assert request("/metrics", KEY, base=https, context=context)[0] == 200
+        assert request("/get_server_info", KEY, base=https, context=context)[0] == 403  # it holds the server key
         gateway = in_ct("grep -v '^#' /etc/smg/gateway-key").stdout.strip()
         journal = in_ct("journalctl --no-pager -o cat -u smg.service -u smg-front.service -u 'sglang@*'").stdout
         commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout

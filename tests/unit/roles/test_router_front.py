@@ -61,6 +61,17 @@ def test_with_client_keys_every_route_but_liveness_and_readiness_needs_one():
         assert guarded == (name not in ("= /liveness", "= /readiness")), (name, block)
 
 
+@pytest.mark.parametrize("keys", [KEYS, []])
+def test_with_keyed_servers_their_settings_never_pass_the_front(keys):
+    """/get_server_info reaches a worker through smg, whose answer holds the servers' key: a tenant's key, or none
+    on loopback, must not get it; without a server key the route passes as any other."""
+    found = locations(render("front.conf.j2", sglang_router_api_keys=keys, sglang_router_worker_api_key="s"))
+    block = found["= /get_server_info"]
+    assert "return 403" in block and "proxy_pass" not in block
+    assert ("return 401" in block) == bool(keys)  # without a client key, refused as every other route
+    assert "= /get_server_info" not in locations(render("front.conf.j2", sglang_router_api_keys=keys))
+
+
 def test_without_client_keys_nothing_is_guarded():
     conf = render("front.conf.j2", sglang_router_host="127.0.0.1")
     assert "return 401" not in conf and "include /run/smg-front/gateway-auth.conf;" in conf

@@ -57,3 +57,28 @@ def test_the_server_runs_with_its_arguments_and_logs_no_key(fake_sglang, key):
 def test_a_record_that_cannot_be_formatted_is_left_for_logging_to_report():
     record = launch.redacted_record("x", logging.INFO, __file__, 1, "api_key=%d", ("not a number",), None)
     assert record.msg == "api_key=%d" and record.args == ("not a number",)
+
+
+SPAWNING_SERVER = """
+import multiprocessing as mp
+
+
+def scheduler(queue):  # SGLang starts its scheduler and detokenizer so, with the spawn start method
+    queue.put(__name__)
+
+
+if __name__ == "__main__":
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=scheduler, args=(queue,))
+    child.start()
+    print("child ran as", queue.get(timeout=60), flush=True)
+    child.join()
+"""
+
+
+def test_spawned_subprocesses_import_the_server_as_under_python_m(fake_sglang):
+    (fake_sglang / "sglang/launch_server.py").write_text(SPAWNING_SERVER)
+    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(fake_sglang)})  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "child ran as __mp_main__\n"), proc.stderr

@@ -43,23 +43,26 @@ def unlabelled(text):
     return [line for line in text.splitlines() if not line.startswith("# from ")]
 
 
+def _pin(line):
+    """(canonical name, version) of a `name==version` line that is not indented (a hash or `# via` line), or None."""
+    match = _PIN.match(line.strip())
+    if match and not line.startswith((" ", "\t", "#")):
+        return canonical(match.group(1)), match.group(2)
+    return None
+
+
 def pins(text):
     """{canonical name: version} of `name==version` lines (a lock file or `uv pip freeze` output)."""
-    found = {}
-    for line in text.splitlines():
-        match = _PIN.match(line.strip())
-        if match and not line.startswith((" ", "\t", "#")):
-            found[canonical(match.group(1))] = match.group(2)
-    return found
+    return dict(pin for pin in map(_pin, text.splitlines()) if pin)
 
 
 def unhashed(text):
     """The canonical names of a lock's pins that carry no `--hash=` (a lock made without --generate-hashes)."""
     names, current = {}, None
     for line in text.splitlines():
-        match = _PIN.match(line)
-        if match and not line.startswith((" ", "\t", "#")):
-            current = canonical(match.group(1))
+        pin = _pin(line)
+        if pin:
+            current = pin[0]
             names[current] = False
         if current and "--hash=" in line:
             names[current] = True

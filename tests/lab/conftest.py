@@ -84,9 +84,8 @@ def conf_text(vmid):
 CT_STATE = (
     "find /opt/sglang /opt/smg /etc/sglang /etc/smg /etc/systemd/system -maxdepth 2 2>/dev/null | sort;"
     " find /etc/sglang /etc/smg /etc/systemd/system -maxdepth 1 -type f -exec md5sum {} + 2>/dev/null | sort;"
-    " for unit in $(systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' 2>/dev/null | cut -d' ' -f1); do"
-    ' echo "$(systemctl list-units --all --no-legend --plain "$unit") MainPID=$(systemctl show -P MainPID "$unit")";'
-    " done"
+    " systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' 2>/dev/null | while read -r unit rest; do"
+    ' echo "$unit $rest MainPID=$(systemctl show -P MainPID "$unit")"; done'
 )
 
 

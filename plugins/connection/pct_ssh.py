@@ -497,6 +497,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import time
 import uuid
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
@@ -550,6 +551,11 @@ PCT_ERRORS = (
         "CT {vmid} on {host} is locked ({lock}: a backup, migration or snapshot holds it); wait for it to "
         "finish, or clear a stale lock with pct unlock {vmid}",
     ),
+)
+# Seconds since the container's systemd started, on the container's own clock (/proc/uptime there is the node's
+# unless lxcfs serves it): less than a lost command had run, and the container restarted under it.
+CT_UPTIME_COMMAND = (
+    "/bin/sh -c 'echo $(( $(date +%s) - $(date -d \"$(systemctl show -p UserspaceTimestamp --value)\" +%s) ))'"
 )
 # What pct push/pull print on stderr that is not a failure (PVE::Tools::lock_file_full waiting).
 PCT_TRANSFER_NOISE = ("trying to acquire lock...", " OK", "")
@@ -658,6 +664,7 @@ class Connection(SSHConnection):
             for arg in self._build_command(self.get_option("ssh_executable"), "ssh", self.host, node_command)
         ]
         display.vvv("PCT CHANNEL %s" % cmd, host=self.host)
+        started = time.monotonic()
         try:
             return pct_channel.run(
                 self._channel_path(),
@@ -675,11 +682,36 @@ class Connection(SSHConnection):
             display.vvv("PCT CHANNEL not used (%s): plain pct exec" % exc, host=self.host)
             return None
         except pct_channel.Lost as exc:
-            # the container stopped under the command, most likely: then say so, as pct exec would
-            self._pct_exec("true", None, sudoable=False)
-            raise AnsibleConnectionFailure(
-                "CT %s on %s: %s; whether the command ran is unknown" % (self.get_option("vmid"), self.host, exc)
-            ) from None
+            elapsed = time.monotonic() - started
+            # the container stopped or restarted under the command, most likely: then say so
+            try:
+                self._pct_exec("true", None, sudoable=False)
+            except AnsibleConnectionFailure as failure:
+                if " is not running on " not in failure.message:
+                    raise
+                raise AnsibleConnectionFailure(
+                    "CT %s on %s stopped under the task (a shutdown or a reboot, from the node or inside it): the "
+                    "task was cut off and whether its command ran is unknown; once the CT runs again (pct start %s "
+                    "if it stays stopped), run the play again"
+                    % (self.get_option("vmid"), self.host, self.get_option("vmid"))
+                ) from None
+            raise AnsibleConnectionFailure(self._lost(exc, elapsed)) from None
+
+    def _lost(self, exc, elapsed):
+        """What a command lost with the channel says: a container restarted under it is named as such."""
+        vmid = self.get_option("vmid")
+        returncode, stdout, _ = self._pct_exec(CT_UPTIME_COMMAND, None, sudoable=False)
+        try:
+            uptime = int(to_text(stdout).strip()) if returncode == 0 else None
+        except ValueError:
+            uptime = None
+        if uptime is not None and uptime < elapsed:
+            return (
+                "CT %s on %s restarted while the task ran (it has been up %d s, the task ran %d s): the task was cut "
+                "off and whether its command ran is unknown; run the play again: it checks every step and repairs "
+                "what the restart left half done" % (vmid, self.host, uptime, elapsed)
+            )
+        return "CT %s on %s: %s; whether the command ran is unknown" % (vmid, self.host, exc)
 
     def reset(self):
         """meta: reset_connection: the next command starts a new channel (the old one exits when idle)."""

@@ -217,6 +217,13 @@ def wait_all(instances, deadline, timeout, interval, on_ready=None, *, crash_res
     return results
 
 
+def system_state():
+    """What systemd says of the whole system: running, degraded, starting, stopping (a shutdown or a reboot), ..."""
+    return subprocess.run(
+        ["systemctl", "is-system-running"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
 def unit_report(unit, lines):
     if not unit:
         return ""
@@ -299,6 +306,14 @@ def main():
     )  # fmt: skip
     gave_up = {r["name"]: r.pop("given_up", False) for r in results}
     unhealthy = [r for r in results if r["state"] != "ready"]
+    if unhealthy and system_state() == "stopping":
+        # a shutdown or a reboot stops every unit: not a crash, and nothing the role can repair now
+        module.fail_json(
+            msg="the container is shutting down (a shutdown or a reboot: systemctl is-system-running says stopping),"
+            f" which stopped {', '.join(r['name'] for r in unhealthy)} while waited for; not a crash: run the play"
+            " again once the container is up",
+            instances=results, healthy=False,
+        )  # fmt: skip
     if unhealthy:
         units = {i["name"]: i.get("unit") for i in params["instances"]}
         details = [

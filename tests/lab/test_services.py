@@ -555,3 +555,115 @@ def test_bad_input_fails_before_any_change(refused, extra, message):
     assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
     assert message in " ".join(proc.stdout.split())
     assert after == before
+
+
+# -- faults during a converge (issue 23 part 5): each run fails naming the cause, a re-run with it gone converges.
+#    These come last: they leave the model source and the stand-in plan the last one set.
+
+FAULT_MODEL = "/srv/model-faults"
+FAULT_SOURCE = {"sglang_services_model_source": FAULT_MODEL}
+# Waits in the CT for the staging copy to start (its .partial directory), then makes the fault happen under it.
+DURING_THE_COPY = """
+import os, signal, subprocess, sys, time
+deadline = time.monotonic() + 120
+while not os.path.isdir("/dev/shm/stand-in.partial"):
+    if time.monotonic() > deadline:
+        sys.exit("the staging copy never started")
+    time.sleep(0.0005)
+# the copy stopped while the fault is made (the pattern built here, so that pgrep does not find this script)
+copy = subprocess.run(["pgrep", "-o", "-f", "-".join(["sglang", "stage", "model.py --source"])],
+                      capture_output=True, text=True).stdout.split()
+os.kill(int(copy[0]), signal.SIGSTOP)
+try:
+    if sys.argv[1] == "vanish":  # as an unmounted storage: the directory is gone
+        os.rename("/srv/model-faults", "/srv/model-faults.unmounted")
+    else:  # something else writes to /dev/shm until it is full
+        fd = os.open("/dev/shm/gpulxc-test-filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, bytes(1 << 20))
+        except OSError as error:
+            print("filled:", error, flush=True)
+        os.close(fd)
+finally:
+    os.kill(int(copy[0]), signal.SIGCONT)
+print("fault made", flush=True)
+"""
+
+
+def play_during_the_copy(inventory, fault):
+    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(VMID), "--", "python3", "-c", DURING_THE_COPY, fault],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        proc, _ = play(inventory, "-e", json.dumps(FAULT_SOURCE))
+    finally:
+        said = watcher.communicate(timeout=130)[0]
+    assert "fault made" in said, said
+    return proc, " ".join(proc.stdout.split())
+
+
+def test_the_model_source_vanishing_or_dev_shm_filling_during_staging_fails_naming_it_and_a_rerun_converges(inventory):
+    """A 256 MiB model in 128 files: the source vanishes under the copy, then /dev/shm fills up under it. Each run
+    fails saying so, how far the copy got, and that the previous copy is still there (room for both: it stays until
+    the new one is whole); nothing half copied is left. The fault gone, a re-run stages the model."""
+    in_ct(f"mkdir -p {FAULT_MODEL} && cp /mnt/models/stand-in/config.json {FAULT_MODEL}/ && for i in $(seq -w 0 127);"
+          f" do head -c 2M /dev/zero >{FAULT_MODEL}/w-$i.bin; done")  # fmt: skip
+    still_staged = "cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors"
+    nothing_half = "test ! -e /dev/shm/stand-in.partial && test ! -e /dev/shm/stand-in.previous"
+    try:
+        proc, out = play_during_the_copy(inventory, "vanish")
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert f"the model source {FAULT_MODEL} vanished during the copy, after " in out, proc.stdout[-3000:]
+        assert "of 129 files" in out and "/dev/shm/stand-in still holds the previous copy" in out, out[-3000:]
+        assert in_ct(f"{still_staged} && {nothing_half}").returncode == 0
+        in_ct(f"mv {FAULT_MODEL}.unmounted {FAULT_MODEL}")
+
+        proc, out = play_during_the_copy(inventory, "fill")
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert "/dev/shm filled up during the copy of the model, after " in out, proc.stdout[-3000:]
+        assert "(the largest entries now: /dev/shm/gpulxc-test-filler (" in out, out[-3000:]
+        assert in_ct(f"{still_staged} && {nothing_half}").returncode == 0
+    finally:
+        in_ct(f"rm -f /dev/shm/gpulxc-test-filler; test -d {FAULT_MODEL} || mv {FAULT_MODEL}.unmounted {FAULT_MODEL}")
+    proc, changed = play(inventory, "-e", json.dumps(FAULT_SOURCE))
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert in_ct(f"cmp {FAULT_MODEL}/w-127.bin /dev/shm/stand-in/w-127.bin && {nothing_half}").returncode == 0
+    wait_healthy()
+
+
+def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_converges(inventory):
+    """pct reboot from the node while the run restarts the instances one at a time (instance 0 takes 15 s to load, so
+    the reboot lands in its health wait): the run fails saying the CT stopped or restarted under the task, not
+    that an instance crashed; the CT's boot brings its servers back by itself; a re-run converges."""
+    plan = {"0": {"load_s": 15, "warmup_s": 1}}
+    extra = json.dumps({**FAULT_SOURCE, "sglang_services_restart_batch": 1,
+                        "sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)}})  # fmt: skip
+    before = main_pids()[0]
+    rebooted = []
+
+    def reboot_once_instance_0_restarted():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and main_pids()[:1] in ([before], ["0"], []):
+            time.sleep(0.2)
+        rebooted.append(pct("reboot", VMID, check=False))
+
+    thread = threading.Thread(target=reboot_once_instance_0_restarted)
+    thread.start()
+    try:
+        proc, _ = play(inventory, "-e", extra)
+    finally:
+        thread.join(timeout=180)
+    assert rebooted and rebooted[0].returncode == 0, rebooted
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    # the health wait sees systemd stopping the servers, or the channel is lost with the task under it
+    causes = ("the container is shutting down (a shutdown or a reboot", "restarted while the task ran (it has been up",
+              "stopped under the task (a shutdown or a reboot")  # fmt: skip
+    assert any(cause in out for cause in causes), proc.stdout[-3000:]
+    assert "systemd gave up on them" not in out, proc.stdout[-3000:]
+    wait_healthy(deadline_s=120)  # the CT's own boot: staging unit, then the 8
+    proc, changed = play(inventory, "-e", extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    if changed:
+        proc, changed = play(inventory, "-e", extra)
+        assert proc.returncode == 0 and changed == 0, changed_tasks(proc)

@@ -168,6 +168,26 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
     assert result["instances"][0]["state"] == "ready"
 
 
+@pytest.mark.parametrize(("system", "shutting_down"), [("stopping", True), ("running", False), ("degraded", False)])
+def test_servers_stopped_by_a_shutdown_are_named_as_such_not_as_crashed(module_exits, servers, monkeypatch, system,
+                                                                        shutting_down):  # fmt: skip
+    fakes = servers(1)
+    fakes[0].state = "ready"
+
+    def fake_run(argv, **kwargs):
+        out = {"show": "ActiveState=inactive\nNRestarts=0\n", "is-system-running": system + "\n"}.get(argv[1], "x\n")
+        return type("P", (), {"stdout": out, "returncode": 0})()
+
+    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
+    ok, result = run(module_exits, instances, deadline=60)
+    assert not ok
+    assert result["msg"].startswith("the container is shutting down") is shutting_down, result["msg"]
+    if shutting_down:
+        assert "which stopped sglang@3 while waited for; not a crash: run the play again" in result["msg"]
+
+
 def test_a_server_is_ready_only_once_a_sampled_chat_is_fast(module_exits, servers):
     """The first top-k/top-p chat on a cold JIT cache stalls while the sampling kernel builds (88 s on the H200):
     it is sent again until one answers within chat_fast; a greedy chat would not have built it."""

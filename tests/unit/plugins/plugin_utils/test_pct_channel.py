@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -280,7 +281,7 @@ def connect(**options):
 @pytest.fixture
 def calls(monkeypatch):
     """Records what goes through the channel and what through a plain pct exec; answers as told."""
-    record = {"channel": [], "pct": [], "answers": []}
+    record = {"channel": [], "pct": [], "answers": [], "pct_answers": {}}
 
     def run(path, cmd, in_data, *, start):
         record["channel"].append((path, cmd, in_data, start))
@@ -291,7 +292,10 @@ def calls(monkeypatch):
 
     def pct_exec(self, cmd, in_data, sudoable):
         record["pct"].append(cmd)
-        return 0, b"plain", b""
+        answer = record["pct_answers"].get(cmd, (0, b"plain", b""))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     monkeypatch.setattr(pct_channel, "run", run)
     monkeypatch.setattr(connection_loader.get("gpulxc.sglang.pct_ssh", class_only=True), "_pct_exec", pct_exec)
@@ -328,7 +332,40 @@ def test_a_command_lost_with_the_channel_fails_after_pct_had_its_say(calls):
     calls["answers"].append(pct_channel.Lost("the channel closed before answering"))
     with pytest.raises(AnsibleConnectionFailure, match="whether the command ran is unknown"):
         connect().exec_command("echo x")
-    assert calls["pct"] == ["true"]  # pct's own error (CT not running) would have been raised here
+    # pct's own error (CT not running) would have been raised at "true"; then the container's uptime
+    assert calls["pct"] == ["true", pct_ssh.CT_UPTIME_COMMAND]
+
+
+def lost_after(calls, monkeypatch, seconds):
+    """The channel lost after the command ran `seconds`."""
+    clock = [1000.0, 1000.0 + seconds]
+    monkeypatch.setattr(
+        pct_ssh, "time", types.SimpleNamespace(monotonic=lambda: clock.pop(0) if clock[1:] else clock[0])
+    )
+    calls["answers"].append(pct_channel.Lost("the channel closed before answering"))
+
+
+@pytest.mark.parametrize(("uptime", "ran"), [(b"12\n", 40), (b"0\n", 1)])
+def test_a_container_restarted_under_a_command_is_named_with_its_uptime(calls, monkeypatch, uptime, ran):
+    lost_after(calls, monkeypatch, ran)
+    calls["pct_answers"][pct_ssh.CT_UPTIME_COMMAND] = (0, uptime, b"")
+    with pytest.raises(AnsibleConnectionFailure) as failure:
+        connect().exec_command("echo x")
+    assert failure.value.message.startswith(
+        f"CT 200 on pve1 restarted while the task ran (it has been up {int(uptime)} s, the task ran {ran} s)"
+    ), failure.value.message
+    assert "run the play again" in failure.value.message
+
+
+@pytest.mark.parametrize("answer", [(0, b"900\n", b""), (0, b"", b""), (0, b"x\n", b""), (1, b"", b"no systemctl")])
+def test_a_container_up_for_longer_than_the_command_or_of_unknown_uptime_is_not_called_restarted(
+    calls, monkeypatch, answer
+):
+    lost_after(calls, monkeypatch, 40)
+    calls["pct_answers"][pct_ssh.CT_UPTIME_COMMAND] = answer
+    with pytest.raises(AnsibleConnectionFailure) as failure:
+        connect().exec_command("echo x")
+    assert "restarted" not in failure.value.message and "whether the command ran is unknown" in failure.value.message
 
 
 @pytest.mark.parametrize("options", [{"pct_channel": False}, {"password": "secret"}])
@@ -352,3 +389,19 @@ def test_reset_connection_makes_the_next_command_start_a_new_channel(monkeypatch
     path.write_text("")  # stands in for the channel's socket
     conn.reset()
     assert not path.exists()
+
+
+def test_a_container_stopped_under_a_command_is_named_as_stopped_not_as_never_started(calls, monkeypatch):
+    lost_after(calls, monkeypatch, 40)
+    calls["pct_answers"]["true"] = AnsibleConnectionFailure("CT 200 is not running on pve1: start it (pct start 200)")
+    with pytest.raises(AnsibleConnectionFailure) as failure:
+        connect().exec_command("echo x")
+    assert failure.value.message.startswith("CT 200 on pve1 stopped under the task (a shutdown or a reboot"), failure
+    assert "pct start 200 if it stays stopped" in failure.value.message
+
+
+def test_another_refusal_of_pct_after_a_lost_command_is_passed_on(calls, monkeypatch):
+    lost_after(calls, monkeypatch, 40)
+    calls["pct_answers"]["true"] = AnsibleConnectionFailure("CT 200 on pve1 is locked (backup: ...)")
+    with pytest.raises(AnsibleConnectionFailure, match="is locked"):
+        connect().exec_command("echo x")

@@ -52,13 +52,14 @@ def stack_requirements(profile, extra_packages=(), overrides=(), cuda=None):
     }
 
 
-def stack_fact(profile, locked, venv):
-    """ansible_local.gpulxc_stack: the profile, the venv, the locked versions of the profile's packages and
-    the attention backends per compute capability."""
+def stack_fact(profile, locked, venv, stack=None):
+    """ansible_local.gpulxc_stack: the profile, the venv and the stack directory it links to, the locked versions
+    of the profile's packages and the attention backends per compute capability."""
     locked = {_canonical(name): version for name, version in (locked or {}).items()}
     return {
         "profile": profile["name"],
         "venv": venv,
+        "stack": stack or venv,
         "packages": {name: locked.get(_canonical(name)) for name in profile["packages"]},
         "attention_backends": profile["attention_backends"],
         "fallback_attention_backend": profile["fallback_attention_backend"],

@@ -5,6 +5,7 @@ reading of `uv pip check` (no I/O here, so unit tests cover them directly)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -54,6 +55,13 @@ def _pin(line):
 def pins(text):
     """{canonical name: version} of `name==version` lines (a lock file or `uv pip freeze` output)."""
     return dict(pin for pin in map(_pin, text.splitlines()) if pin)
+
+
+def lock_key(text):
+    """16 hex of the sha256 of a lock's pins and hashes, its comments left out: uv's `# via -r <file>` names the
+    resolve's temporary input file, so the same resolve gets the same key (a stack's directory name)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def unhashed(text):

@@ -71,6 +71,21 @@ options:
     type: list
     elements: str
     default: []
+  stacks_dir:
+    description:
+      - Where each lock gets a virtual environment of its own, named by the lock's sha256 (C(<stacks_dir>/<16 hex>)),
+        O(venv) being a link to the current one. A new lock is installed and checked in its own directory while
+        the current one stays as it is, then O(venv) is switched to it in one C(rename) (an instance starting
+        then finds either the whole old stack or the whole new one, never a half-installed one); the stack it
+        replaced stays, older ones are removed unless a process still runs from them. A lock whose directory is
+        there already (a rollback) is switched to without installing it again. A drift of the current stack is
+        repaired in place. O(venv) as a plain directory at the lock (before this option) is moved there as it is.
+      - Unset, O(venv) is installed in place.
+    type: path
+  python:
+    description: The interpreter a new stack's virtual environment is made from (C(uv venv --python)).
+    type: path
+    default: /usr/bin/python3
   failure_hint:
     description: A sentence added to a failed resolve's message, naming the variables that feed it.
     type: str
@@ -129,9 +144,29 @@ lock:
   description: The lock file's path.
   returned: always
   type: str
+stack:
+  description: >-
+    The directory of the stack O(venv) is (in check mode, would be) after this run; O(venv) without O(stacks_dir).
+  returned: always
+  type: str
+  sample: /opt/sglang/stacks/3f2a9c1b0d4e5f60
+switched:
+  description: Whether O(venv) was (or would be) switched to another stack's directory.
+  returned: always
+  type: bool
+previous:
+  description: The stack O(venv) was before a switch (a plain directory moved into O(stacks_dir), or null).
+  returned: always
+  type: str
+pruned:
+  description: Older stacks removed after a switch.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
+import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -142,6 +177,7 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
     check_complaints,
     drift,
     fragment_text,
+    lock_key,
     pins,
     requirement_name,
     unhashed,
@@ -157,6 +193,7 @@ class Stack:
         self.uv = params["uv"]
         self.python = os.path.join(params["venv"], "bin", "python")
         self.venv = params["venv"]
+        self.stacks = params["stacks_dir"]
         self.index_args = [arg for url in params["extra_index_urls"] for arg in ("--extra-index-url", url)]
         self.lock_path = os.path.join(self.dir, "stack.lock")
         self.requirements_path = os.path.join(self.dir, "requirements.in")
@@ -195,18 +232,19 @@ class Stack:
             "# (uv pip sync --require-hashes).\n" + body
         )
 
-    def installed(self):
-        if not os.path.exists(self.python):
+    def installed(self, venv=None):
+        python = os.path.join(venv, "bin", "python") if venv else self.python
+        if not os.path.exists(python):
             return {}
-        rc, out, err = self.module.run_command([self.uv, "pip", "freeze", "--python", self.python])
+        rc, out, err = self.module.run_command([self.uv, "pip", "freeze", "--python", python])
         if rc != 0:
-            self.module.fail_json(msg=f"uv pip freeze failed in {self.python}: {err.strip()}", rc=rc)
+            self.module.fail_json(msg=f"uv pip freeze failed in {python}: {err.strip()}", rc=rc)
         return pins(out)
 
-    def damaged(self, installed, locked):
+    def damaged(self, installed, locked, venv=None):
         """{name: {files, paths}} of the distributions at their locked version whose RECORD lists files that are
         gone or changed (a version drift is repaired by the sync anyway)."""
-        found = damaged_files(site_dirs(self.venv), self.module.params["unchecked"])
+        found = damaged_files(site_dirs(venv or self.venv), self.module.params["unchecked"])
         return {
             name: {"files": count, "paths": paths}
             for name, (count, paths) in ((canonical(n), v) for n, v in sorted(found.items()))
@@ -239,62 +277,165 @@ class Stack:
                 write_atomic(self.lock_path, lock_text)
         return lock_text, resolve, not resolve
 
+    def sync(self, venv, locked, damaged):
+        """Install the lock into venv exactly (reinstalling the damaged distributions) and check it is there."""
+        python = os.path.join(venv, "bin", "python")
+        reinstall = [arg for name in damaged for arg in ("--reinstall-package", name)]
+        rc, _, err = self.module.run_command(
+            [self.uv, "pip", "sync", "--require-hashes", "--python", python, *self.index_args, *reinstall,
+             self.lock_path]
+        )  # fmt: skip
+        if rc != 0:
+            self.module.fail_json(
+                msg=f"uv pip sync of {self.lock_path} failed (a file the index does not serve, or whose sha256"
+                " differs from the lock's, stops it before anything is installed); run again once the index"
+                f" serves the locked files. uv said: {err.strip()}",
+                rc=rc,
+            )
+        installed = self.installed(venv)
+        left = drift(installed, locked)
+        if left:
+            self.module.fail_json(msg=f"after uv pip sync the environment still differs from the lock: {left}")
+        left = self.damaged(installed, locked, venv)
+        if left:
+            self.module.fail_json(
+                msg=f"after uv pip sync --reinstall-package these distributions still lack files: {left}"
+            )
+
+    def pip_check(self, python):
+        rc, out, err = self.module.run_command([self.uv, "pip", "check", "--python", python])
+        accepted, rejected = check_complaints(out + "\n" + err, self.overridden)
+        if rejected or (rc != 0 and not accepted):
+            self.module.fail_json(
+                msg="the dependency check (uv pip check) found problems that no declared override covers: "
+                + "; ".join(rejected or [err.strip() or out.strip()]),
+                accepted=accepted,
+            )
+        return accepted
+
+    def in_use(self, directory):
+        """Whether a process runs from directory (its command line names a path in it: the units' ExecStart)."""
+        needle = (directory.rstrip("/") + "/").encode()
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                        if needle in handle.read():
+                            return True
+                except OSError:
+                    continue
+        return False
+
+    def switch(self, target, result):
+        """Point venv at target in one rename; a plain directory there is moved into stacks_dir first."""
+        if os.path.islink(self.venv):
+            result["previous"] = os.path.realpath(self.venv)
+        elif os.path.isdir(self.venv) and not self.installed():
+            shutil.rmtree(self.venv)  # the empty venv uv_venv made: nothing to keep
+        elif os.path.isdir(self.venv):
+            result["previous"] = os.path.join(self.stacks, "replaced-" + os.path.basename(target))
+            shutil.rmtree(result["previous"], ignore_errors=True)
+            os.rename(self.venv, result["previous"])
+        link = os.path.join(os.path.dirname(self.venv), "." + os.path.basename(self.venv) + ".switch")
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+        os.replace(link, self.venv)
+        # older stacks go, the one replaced stays (what a rollback switches back to), and any a process runs from
+        for name in sorted(os.listdir(self.stacks)):
+            path = os.path.join(self.stacks, name)
+            if path not in (target, result["previous"]) and os.path.isdir(path) and not self.in_use(path):
+                shutil.rmtree(path)
+                result["pruned"].append(path)
+
+    def stacked(self, lock_text, locked, result, diff):
+        """With stacks_dir: the lock's own stack, built beside the current one if need be, then switched to."""
+        check = self.module.check_mode
+        target = os.path.join(self.stacks, lock_key(lock_text))
+        complete = os.path.join(target, ".gpulxc-stack-complete")
+        result["stack"] = target
+        current = os.path.realpath(self.venv) if os.path.lexists(self.venv) else None
+        installed = self.installed()  # the current stack: what the servers run
+        result["drift"] = drift(installed, locked)
+        result["damaged"] = self.damaged(installed, locked) if os.path.isdir(self.venv) else {}
+        plain = os.path.isdir(self.venv) and not os.path.islink(self.venv)
+        if plain and not result["drift"] and not result["damaged"] and not os.path.exists(target):
+            # a plain venv at the lock (from before stacks_dir): moved into place as it is, nothing reinstalled
+            diff["before"] += f"# {self.venv}: a directory\n"
+            diff["after"] += f"# {self.venv} -> {target} (the same files, moved)\n"
+            result["switched"] = result["synced"] = True
+            if not check:
+                os.makedirs(self.stacks, exist_ok=True)
+                os.rename(self.venv, target)
+                open(complete, "w").close()
+                os.symlink(target, self.venv)
+            return
+        if current == target and os.path.exists(complete):
+            if result["drift"] or result["damaged"]:  # the current stack drifted: repaired in place
+                result["synced"] = True
+                if not check:
+                    self.sync(target, locked, result["damaged"])
+            return
+        result["switched"] = result["synced"] = True
+        diff["before"] += f"# {self.venv} -> {current or 'nothing'}\n"
+        diff["after"] += f"# {self.venv} -> {target} (built beside it, then switched to)\n"
+        if check:
+            return
+        if not os.path.exists(complete):  # new, or cut off before it was complete: made again from the start
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(self.stacks, exist_ok=True)
+            rc, out, err = self.module.run_command([self.uv, "venv", "--python", self.module.params["python"], target])
+            if rc != 0:
+                self.module.fail_json(msg=f"uv venv {target} failed: {err.strip() or out.strip()}", rc=rc)
+            self.sync(target, locked, {})
+        else:  # built in an earlier run (a rollback): checked, repaired if need be
+            have = self.installed(target)
+            damaged = self.damaged(have, locked, target)
+            if drift(have, locked) or damaged:
+                self.sync(target, locked, damaged)
+        result["accepted_check_complaints"] = self.pip_check(os.path.join(target, "bin", "python"))
+        open(complete, "w").close()
+        self.switch(target, result)
+
     def run(self):
         check = self.module.check_mode
-        result = {"resolved": False, "synced": False, "drift": {}, "damaged": {}, "packages": 0, "lock": self.lock_path}
+        result = {"resolved": False, "synced": False, "drift": {}, "damaged": {}, "packages": 0, "lock": self.lock_path,
+                  "stack": self.venv, "switched": False, "previous": None, "pruned": []}  # fmt: skip
         diff = {"before": "", "after": ""}
         lock_text, result["resolved"], relabelled = self.inputs(diff)
         locked = pins(lock_text or "")
         result["packages"] = len(locked)
         result["locked"] = locked
-        installed = self.installed()
-        result["drift"] = drift(installed, locked) if lock_text is not None else {}
-        result["damaged"] = self.damaged(installed, locked) if lock_text is not None else {}
-        if result["drift"] or result["damaged"] or lock_text is None:
-            result["synced"] = True
-            for name, versions in result["drift"].items():
-                diff["before"] += f"{name}=={versions['installed']}\n" if versions["installed"] else ""
-                diff["after"] += f"{name}=={versions['locked']}\n" if versions["locked"] else ""
-            for name, damage in result["damaged"].items():
-                diff["before"] += f"{name}=={locked[name]} ({damage['files']} files gone or changed)\n"
-                diff["after"] += f"{name}=={locked[name]} (reinstalled)\n"
-            if not check:
-                reinstall = [arg for name in result["damaged"] for arg in ("--reinstall-package", name)]
-                rc, out, err = self.module.run_command(
-                    [self.uv, "pip", "sync", "--require-hashes", "--python", self.python, *self.index_args, *reinstall,
-                     self.lock_path]
-                )  # fmt: skip
-                if rc != 0:
-                    self.module.fail_json(
-                        msg=f"uv pip sync of {self.lock_path} failed (a file the index does not serve, or whose sha256"
-                        " differs from the lock's, stops it before anything is installed); run again once the index"
-                        f" serves the locked files. uv said: {err.strip()}",
-                        rc=rc,
-                    )
-                installed = self.installed()
-                left = drift(installed, locked)
-                if left:
-                    self.module.fail_json(msg=f"after uv pip sync the environment still differs from the lock: {left}")
-                left = self.damaged(installed, locked)
-                if left:
-                    self.module.fail_json(
-                        msg=f"after uv pip sync --reinstall-package these distributions still lack files: {left}"
-                    )
         result["accepted_check_complaints"] = []
-        if not check or (os.path.exists(self.python) and not result["synced"]):
-            rc, out, err = self.module.run_command([self.uv, "pip", "check", "--python", self.python])
-            accepted, rejected = check_complaints(out + "\n" + err, self.overridden)
-            if rejected or (rc != 0 and not accepted):
-                self.module.fail_json(
-                    msg="the dependency check (uv pip check) found problems that no declared override covers: "
-                    + "; ".join(rejected or [err.strip() or out.strip()]),
-                    accepted=accepted,
-                )
-            result["accepted_check_complaints"] = accepted
+        if self.stacks and lock_text is not None:
+            self.stacked(lock_text, locked, result, diff)
+            self.drift_diff(result, locked, diff)
+            if not check and not result["switched"]:
+                result["accepted_check_complaints"] = self.pip_check(self.python)
+        else:
+            installed = self.installed()
+            result["drift"] = drift(installed, locked) if lock_text is not None else {}
+            result["damaged"] = self.damaged(installed, locked) if lock_text is not None else {}
+            if result["drift"] or result["damaged"] or lock_text is None:
+                result["synced"] = True
+                self.drift_diff(result, locked, diff)
+                if not check:
+                    self.sync(self.venv, locked, result["damaged"])
+            if not check or (os.path.exists(self.python) and not result["synced"]):
+                result["accepted_check_complaints"] = self.pip_check(self.python)
         result["changed"] = result["resolved"] or result["synced"] or relabelled
         if self.module._diff and result["changed"]:
             result["diff"] = diff
         return result
+
+    @staticmethod
+    def drift_diff(result, locked, diff):
+        for name, versions in result["drift"].items():
+            diff["before"] += f"{name}=={versions['installed']}\n" if versions["installed"] else ""
+            diff["after"] += f"{name}=={versions['locked']}\n" if versions["locked"] else ""
+        for name, damage in result["damaged"].items():
+            diff["before"] += f"{name}=={locked[name]} ({damage['files']} files gone or changed)\n"
+            diff["after"] += f"{name}=={locked[name]} (reinstalled)\n"
 
 
 def main():
@@ -309,6 +450,8 @@ def main():
             "unchecked": {"type": "list", "elements": "str", "default": []},
             "failure_hint": {"type": "str", "default": ""},
             "label": {"type": "str", "default": "the caller"},
+            "stacks_dir": {"type": "path"},
+            "python": {"type": "path", "default": "/usr/bin/python3"},
         },
         supports_check_mode=True,
     )

@@ -9,6 +9,7 @@ CT (glibc 2.31, ct961) refused before anything is installed in it.
 import json
 import re
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -239,6 +240,58 @@ def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converg
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert {f"{name}=={version}" for name, version in versions.items()} <= set(freeze().splitlines())
+
+
+REPORT = "gpulxc.sglang.sglang_stack : Report what the stack run repaired"
+# Run from the old stack's python, as a server is (its ExecStart names the stack's directory): every change of what
+# the venv link points to, and whether that stack was whole (its completion marker) when it did.
+WATCH_THE_LINK = """
+import os, time
+seen, stop = None, time.monotonic() + 600
+while time.monotonic() < stop and not os.path.exists("/root/gpulxc-stop-watching"):
+    target = os.path.realpath("/opt/sglang/venv")
+    now = (target, os.path.exists(os.path.join(target, ".gpulxc-stack-complete")))
+    if now != seen:
+        seen = now
+        print(*now, flush=True)
+    time.sleep(0.002)
+"""
+
+
+def test_a_new_lock_is_installed_beside_the_running_stack_and_switched_to_in_one_rename(inventory):
+    """An older pin of one package makes a new lock: it is installed in its own directory under /opt/sglang/stacks
+    while the venv still links to the running stack, then the link is switched in one rename; a process of the old
+    stack, watching the link every 2 ms, never sees it point at a stack that is not whole, and keeps its own. Back to
+    the old lock, the venv is switched back to the stack that stayed, with nothing installed."""
+    play(inventory)
+    old = in_ct("readlink -f /opt/sglang/venv").stdout.strip()
+    assert in_ct("test -L /opt/sglang/venv").returncode == 0 and old.startswith("/opt/sglang/stacks/"), old
+    in_ct("rm -f /root/gpulxc-stop-watching")
+    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(VMID), "--", f"{old}/bin/python", "-c", WATCH_THE_LINK],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        proc, changed = play(inventory, "-e", json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"]}))
+    finally:
+        in_ct("touch /root/gpulxc-stop-watching")
+        seen = watcher.communicate(timeout=30)[0].splitlines()
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    new = in_ct("readlink -f /opt/sglang/venv").stdout.strip()
+    assert new != old and new.startswith("/opt/sglang/stacks/"), (old, new)
+    assert seen == [f"{old} True", f"{new} True"], seen  # one switch, from a whole stack to a whole stack
+    assert "pycountry==24.6.1" in freeze().splitlines()
+    assert "pycountry==26.2.16" in in_ct(f"{UV} pip freeze --python {old}/bin/python").stdout.splitlines()  # as it was
+    out = " ".join(task_output(proc, REPORT).split())
+    assert f"in its own stack {new}, then switched /opt/sglang/venv to it (from {old})" in out, proc.stdout[-9000:]
+    assert rebuild().returncode == 0  # cuda_surgery's work is on the new stack too
+
+    proc, changed = play(inventory)  # the lock it had: its stack is there, whole
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert in_ct("readlink -f /opt/sglang/venv").stdout.strip() == old
+    assert "pycountry==26.2.16" in freeze().splitlines()
+    out = " ".join(task_output(proc, REPORT).split())
+    assert f"in its own stack {old}, then switched /opt/sglang/venv to it (from {new}), over what differed" in out, out
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
 
 
 def test_every_uv_run_in_the_container_uses_the_proxy_and_ca_settings(inventory):

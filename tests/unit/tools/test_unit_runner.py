@@ -41,7 +41,7 @@ def role_facts(root, **extra):
     variables = {}
     for role in ("gpulxc", "cuda_surgery", "sglang_services"):
         variables.update(trusted(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())))
-    variables.update(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
+    variables.update(trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())))
     variables.update({
         "gpulxc_env_file": f"{root}/etc/sglang/cuda.env", "gpulxc_config_dir": f"{root}/etc/sglang",
         "gpulxc_cache_dir": f"{root}/var/cache/sglang", "sglang_services_user": USER, "ansible_managed": "managed",
@@ -477,3 +477,22 @@ def test_a_limit_above_the_hard_limit_without_cap_sys_resource_is_named_and_can_
     assert notes == [f"LimitNOFILE={hard + 1}:{hard + 1} lowered to {hard}:{hard}"]
     monkeypatch.setattr(runner, "has_capability", lambda bit: True)
     assert not [w for w in runner.plan(str(unit), "1")["warnings"] if "hard limit" in w]
+
+
+@pytest.mark.parametrize(
+    ("fact", "python"),
+    [
+        ({"venv": "/opt/sglang/venv", "stack": "/opt/sglang/stacks/0123456789abcdef"},
+         "/opt/sglang/stacks/0123456789abcdef/bin/python"),
+        ({"venv": "/srv/other-venv", "stack": "/srv/stacks/x"}, "/opt/sglang/venv/bin/python"),  # another venv's fact
+        ({"venv": "/opt/sglang/venv"}, "/opt/sglang/venv/bin/python"),  # a fact from before stacks
+        ({}, "/opt/sglang/venv/bin/python"),
+    ],
+)  # fmt: skip
+def test_the_servers_start_from_the_stacks_own_directory_not_the_venv_link(tmp_path, fact, python):
+    """A server keeps the stack it started with when sglang_stack switches the venv link (issue 23)."""
+    local = {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3"]}, "fallback_attention_backend": "triton", **fact}}
+    facts = role_facts(tmp_path, ansible_local=local)
+    unit = render(ROLE / "templates/sglang@.service.j2", facts)
+    (exec_start,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.split()[0] == f"ExecStart={python}", exec_start

@@ -33,7 +33,9 @@ def test_the_cuda_settings_replace_the_profiles_where_set():
 
 def test_the_stack_fact_holds_the_locked_versions_of_the_profiles_packages():
     fact = stack.stack_fact(PROFILE, {"sglang": "0.5.12", "torch": "2.11.0", "filelock": "3.20.0"}, "/opt/sglang/venv")
-    assert fact["profile"] == "sglang-0.5.12" and fact["venv"] == "/opt/sglang/venv"
+    assert fact["profile"] == "sglang-0.5.12" and fact["venv"] == fact["stack"] == "/opt/sglang/venv"
+    stacked = stack.stack_fact(PROFILE, {}, "/opt/sglang/venv", stack="/opt/sglang/stacks/0123456789abcdef")
+    assert stacked["stack"] == "/opt/sglang/stacks/0123456789abcdef"
     assert fact["packages"] == {"sglang": "0.5.12", "torch": "2.11.0", "sglang-kernel": None,
                                 "flashinfer-python": None, "flashinfer-cubin": None}  # fmt: skip
     assert (

@@ -553,9 +553,10 @@ PCT_ERRORS = (
     ),
 )
 # Seconds since the container's systemd started, on the container's own clock (/proc/uptime there is the node's
-# unless lxcfs serves it): less than a lost command had run, and the container restarted under it.
+# unless lxcfs serves it; systemd's time in UTC, which `date -d` reads whatever the zone): less than a lost command
+# had run, and the container restarted under it.
 CT_UPTIME_COMMAND = (
-    "/bin/sh -c 'echo $(( $(date +%s) - $(date -d \"$(systemctl show -p UserspaceTimestamp --value)\" +%s) ))'"
+    "/bin/sh -c 'echo $(( $(date +%s) - $(date -d \"$(TZ=UTC systemctl show -p UserspaceTimestamp --value)\" +%s) ))'"
 )
 # What pct push/pull print on stderr that is not a failure (PVE::Tools::lock_file_full waiting).
 PCT_TRANSFER_NOISE = ("trying to acquire lock...", " OK", "")
@@ -700,7 +701,7 @@ class Connection(SSHConnection):
     def _lost(self, exc, elapsed):
         """What a command lost with the channel says: a container restarted under it is named as such."""
         vmid = self.get_option("vmid")
-        returncode, stdout, _ = self._pct_exec(CT_UPTIME_COMMAND, None, sudoable=False)
+        returncode, stdout, _stderr = self._pct_exec(CT_UPTIME_COMMAND, None, sudoable=False)
         try:
             uptime = int(to_text(stdout).strip()) if returncode == 0 else None
         except ValueError:

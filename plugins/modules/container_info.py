@@ -44,6 +44,10 @@ options:
     description: A uv program whose version to read (C(uv --version)); empty for none.
     type: str
     default: ""
+  venv:
+    description: A virtual environment's path, to say whether it is a link (a stack's); empty for none.
+    type: str
+    default: ""
   debian_packages:
     description: Debian packages whose state to read from C(/var/lib/dpkg/status).
     type: list
@@ -99,6 +103,10 @@ debian_packages:
   returned: always
   type: dict
   sample: {ninja-build: installed, g++: not-installed}
+venv_link:
+  description: Whether O(venv) is a symbolic link (a stack's, made by gpulxc.sglang.uv_stack with O(venv)'s stacks_dir).
+  returned: always
+  type: bool
 """
 
 import os
@@ -210,6 +218,7 @@ def main():
             "uv_wheel": {"type": "str", "default": ""},
             "uv": {"type": "str", "default": ""},
             "debian_packages": {"type": "list", "elements": "str", "default": []},
+            "venv": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -230,6 +239,7 @@ def main():
         "wheelhouse": None,
         "uv_version": parse_uv_version(run(module, params["uv"], "--version")[1]) if params["uv"] else "",
         "debian_packages": {},
+        "venv_link": bool(params["venv"]) and os.path.islink(params["venv"].rstrip("/")),
     }
     if params["debian_packages"]:
         result["debian_packages"] = parse_dpkg_status(read_or_empty(DPKG_STATUS), params["debian_packages"])

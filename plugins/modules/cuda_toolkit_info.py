@@ -74,7 +74,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 purelib:
-  description: The venv's C(purelib); empty when its Python does not run (see RV(error)).
+  description: >-
+    The venv's C(purelib), links resolved (a stack's own directory); empty when its Python does not run (see
+    RV(error)).
   returned: always
   type: str
 cuda_home:
@@ -259,7 +261,9 @@ def main():
               "libraries": {}, "ldd_error": "", "nvrtc_loads": False}  # fmt: skip
     rc, out, err = run(module, [os.path.join(params["venv"], "bin/python"), "-c", PURELIB])
     if rc == 0 and out.strip():
-        result["purelib"] = out.strip()
+        # the stack's own directory where the venv is a link to one (sglang_stack): a server keeps the toolkit of
+        # the stack it started with when the link is switched
+        result["purelib"] = os.path.realpath(out.strip())
         result["cuda_home"] = os.path.join(result["purelib"], params["cuda_subdir"])
     else:
         result["error"] = (err or out).strip() or "rc %s" % rc

@@ -166,6 +166,7 @@ pruned:
 """
 
 import os
+import re
 import shutil
 import tempfile
 
@@ -185,15 +186,24 @@ from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
 )
 
 
+COMPLETE = ".gpulxc-stack-complete"  # written into a stack once it is installed and checked
+PROC = "/proc"  # where a stack in use is named: a process's command line, a systemd unit
+UNIT_DIR = "/etc/systemd/system"
+STACK_NAME = re.compile(r"(replaced-)?[0-9a-f]{16}")  # the directories this module makes under stacks_dir
+
+
 class Stack:
     def __init__(self, module):
         self.module = module
         params = module.params
         self.dir = params["dir"]
         self.uv = params["uv"]
-        self.python = os.path.join(params["venv"], "bin", "python")
-        self.venv = params["venv"]
-        self.stacks = params["stacks_dir"]
+        self.venv = os.path.normpath(params["venv"])
+        self.python = os.path.join(self.venv, "bin", "python")
+        # compared with the venv link's real path, so without links of its own
+        self.stacks = os.path.realpath(params["stacks_dir"]) if params["stacks_dir"] else None
+        if self.stacks and (self.stacks + os.sep).startswith(os.path.realpath(self.venv) + os.sep):
+            module.fail_json(msg=f"stacks_dir {self.stacks} is inside the venv {self.venv}: name a directory beside it")
         self.index_args = [arg for url in params["extra_index_urls"] for arg in ("--extra-index-url", url)]
         self.lock_path = os.path.join(self.dir, "stack.lock")
         self.requirements_path = os.path.join(self.dir, "requirements.in")
@@ -214,7 +224,7 @@ class Stack:
             with open(overrides, "w") as handle:
                 handle.write(self.want_overrides)
             rc, out, err = self.module.run_command(
-                [self.uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--python", self.python,
+                [self.uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--python", self.resolver(),
                  *self.index_args, requirements, "--override", overrides, "-o", lock]
             )  # fmt: skip
             if rc != 0:
@@ -231,6 +241,11 @@ class Stack:
             "# gpulxc.sglang.uv_stack. The virtual environment is kept exactly at these versions and files\n"
             "# (uv pip sync --require-hashes).\n" + body
         )
+
+    def resolver(self):
+        """The interpreter the resolve is made for: the venv's, else (none yet, or its stack gone) the one new stacks
+        are made from."""
+        return self.python if os.path.exists(self.python) or not self.stacks else self.module.params["python"]
 
     def installed(self, venv=None):
         python = os.path.join(venv, "bin", "python") if venv else self.python
@@ -281,7 +296,7 @@ class Stack:
         """Install the lock into venv exactly (reinstalling the damaged distributions) and check it is there."""
         python = os.path.join(venv, "bin", "python")
         reinstall = [arg for name in damaged for arg in ("--reinstall-package", name)]
-        rc, _, err = self.module.run_command(
+        rc, _out, err = self.module.run_command(
             [self.uv, "pip", "sync", "--require-hashes", "--python", python, *self.index_args, *reinstall,
              self.lock_path]
         )  # fmt: skip
@@ -314,45 +329,85 @@ class Stack:
         return accepted
 
     def in_use(self, directory):
-        """Whether a process runs from directory (its command line names a path in it: the units' ExecStart)."""
+        """Whether a process runs from directory (its command line names a path in it) or a systemd unit names it
+        (an ExecStart written for it, its service stopped now)."""
         needle = (directory.rstrip("/") + "/").encode()
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                        if needle in handle.read():
-                            return True
-                except OSError:
-                    continue
+        paths = [os.path.join(PROC, pid, "cmdline") for pid in os.listdir(PROC) if pid.isdigit()]
+        for root, _dirs, files in os.walk(UNIT_DIR):
+            paths += [os.path.join(root, name) for name in files if name.endswith((".service", ".conf"))]
+        for path in paths:
+            try:
+                with open(path, "rb") as handle:
+                    if needle in handle.read():
+                        return True
+            except OSError:
+                continue
         return False
+
+    def newest_other(self, target):
+        """The most recently completed stack other than target, or None."""
+        whole = [
+            os.path.join(self.stacks, name)
+            for name in os.listdir(self.stacks)
+            if STACK_NAME.fullmatch(name) and os.path.join(self.stacks, name) != target
+            and os.path.exists(os.path.join(self.stacks, name, COMPLETE))
+        ]  # fmt: skip
+        return max(whole, key=lambda path: os.path.getmtime(os.path.join(path, COMPLETE)), default=None)
+
+    def link(self, target):
+        """venv -> target in one rename (a link made beside it, then moved over it)."""
+        link = os.path.join(os.path.dirname(self.venv), "." + os.path.basename(self.venv) + ".switch")
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+        os.replace(link, self.venv)
 
     def switch(self, target, result):
         """Point venv at target in one rename; a plain directory there is moved into stacks_dir first."""
         if os.path.islink(self.venv):
-            result["previous"] = os.path.realpath(self.venv)
+            pointed = os.path.realpath(self.venv)
+            # its directory deleted by hand: the newest other whole stack stays instead (a rollback's)
+            result["previous"] = pointed if pointed != target and os.path.isdir(pointed) else self.newest_other(target)
         elif os.path.isdir(self.venv) and not self.installed():
             shutil.rmtree(self.venv)  # the empty venv uv_venv made: nothing to keep
         elif os.path.isdir(self.venv):
             result["previous"] = os.path.join(self.stacks, "replaced-" + os.path.basename(target))
             shutil.rmtree(result["previous"], ignore_errors=True)
             os.rename(self.venv, result["previous"])
-        link = os.path.join(os.path.dirname(self.venv), "." + os.path.basename(self.venv) + ".switch")
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink(target, link)
-        os.replace(link, self.venv)
-        # older stacks go, the one replaced stays (what a rollback switches back to), and any a process runs from
+        self.link(target)
+        # older stacks go, the one replaced stays (what a rollback switches back to), and any a process runs from;
+        # only the directories this module names (nothing else that may live there)
         for name in sorted(os.listdir(self.stacks)):
             path = os.path.join(self.stacks, name)
-            if path not in (target, result["previous"]) and os.path.isdir(path) and not self.in_use(path):
+            if (
+                STACK_NAME.fullmatch(name)
+                and path not in (target, result["previous"])
+                and os.path.isdir(path)
+                and not os.path.islink(path)
+                and not self.in_use(path)
+            ):
                 shutil.rmtree(path)
                 result["pruned"].append(path)
+
+    def repair_current(self, target, locked, result):
+        """The stack the venv links to, at its lock: a drift repaired in place, a lost marker written again after a
+        dependency check (the stack the servers run from is never made again from the start)."""
+        check = self.module.check_mode
+        if result["drift"] or result["damaged"]:
+            result["synced"] = True
+            if not check:
+                self.sync(target, locked, result["damaged"])
+        if not os.path.exists(os.path.join(target, COMPLETE)):
+            result["synced"] = True
+            if not check:
+                result["accepted_check_complaints"] = self.pip_check(os.path.join(target, "bin", "python"))
+                open(os.path.join(target, COMPLETE), "w").close()
 
     def stacked(self, lock_text, locked, result, diff):
         """With stacks_dir: the lock's own stack, built beside the current one if need be, then switched to."""
         check = self.module.check_mode
         target = os.path.join(self.stacks, lock_key(lock_text))
-        complete = os.path.join(target, ".gpulxc-stack-complete")
+        complete = os.path.join(target, COMPLETE)
         result["stack"] = target
         current = os.path.realpath(self.venv) if os.path.lexists(self.venv) else None
         installed = self.installed()  # the current stack: what the servers run
@@ -363,18 +418,16 @@ class Stack:
             # a plain venv at the lock (from before stacks_dir): moved into place as it is, nothing reinstalled
             diff["before"] += f"# {self.venv}: a directory\n"
             diff["after"] += f"# {self.venv} -> {target} (the same files, moved)\n"
-            result["switched"] = result["synced"] = True
+            result["switched"] = True
             if not check:
                 os.makedirs(self.stacks, exist_ok=True)
+                result["accepted_check_complaints"] = self.pip_check(self.python)
+                open(os.path.join(self.venv, COMPLETE), "w").close()  # moved with it: a cut-off run finds it whole
                 os.rename(self.venv, target)
-                open(complete, "w").close()
-                os.symlink(target, self.venv)
+                self.link(target)
             return
-        if current == target and os.path.exists(complete):
-            if result["drift"] or result["damaged"]:  # the current stack drifted: repaired in place
-                result["synced"] = True
-                if not check:
-                    self.sync(target, locked, result["damaged"])
+        if current == target and os.path.isdir(target):
+            self.repair_current(target, locked, result)
             return
         result["switched"] = result["synced"] = True
         diff["before"] += f"# {self.venv} -> {current or 'nothing'}\n"

@@ -195,3 +195,21 @@ def test_what_a_cut_off_copy_left_is_replaced_and_counted_as_room(model, capsys,
     monkeypatch.setattr(stage_model.os, "statvfs", lambda path: StatVfs(f_bavail=1, f_frsize=4096))
     assert run(capsys, "--source", source, "--target", target, "--reserve-mb", 0)["changed"] is True
     assert (target / "config.json").exists() and no_partial_copy(target)
+
+
+def test_a_swap_failing_half_way_puts_the_previous_copy_back(model, capsys, monkeypatch):
+    source, target = model
+    run(capsys, "--source", source, "--target", target, "--reserve-mb", 0)
+    (source / "sub/weights.bin").write_bytes(os.urandom(8192))
+    real_rename = stage_model.os.rename
+
+    def rename(src, dst):
+        if str(src).endswith(".partial"):
+            raise OSError(errno.EIO, "Input/output error", src)
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(stage_model.os, "rename", rename)
+    with pytest.raises(SystemExit):
+        run(capsys, "--source", source, "--target", target, "--reserve-mb", 0)
+    assert f"{target} still holds the previous copy" in capsys.readouterr().err
+    assert len((target / "sub/weights.bin").read_bytes()) == 4096 and no_partial_copy(target)

@@ -57,6 +57,16 @@ def run(venv, **args):
     return info.value.args[0]
 
 
+def test_cuda_home_is_the_stacks_own_directory_not_the_venv_link(venv):
+    """The venv a link to a stack (sglang_stack): CUDA_HOME names the stack, so a server started with it keeps its
+    toolkit when the link is switched to another stack."""
+    link = venv["tmp"] / "venv-link"
+    link.symlink_to(venv["tmp"])
+    venv["purelib"] = (0, f"{link}/site-packages\n", "")
+    result = run(venv)
+    assert result["cuda_home"] == str(venv["home"]) and result["purelib"] == str(venv["tmp"] / "site-packages")
+
+
 def test_the_layout_and_the_drivers_libcuda_in_one_call(venv):
     result = run(venv)
     assert not result["changed"] and result["error"] == ""

@@ -5,6 +5,7 @@ without installing; a failed build leaves the running stack; older stacks pruned
 uv is replaced by a recorder holding what each venv has installed (by its --python)."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def uv(tmp_path, monkeypatch, module_exits):
     def venv_of(args):
         return str(Path(args[args.index("--python") + 1]).parent.parent)
 
-    def run_command(self, args, **kwargs):
+    def run_command(self, args, **kwargs):  # noqa: PLR0911 - one answer per uv command
         verb = args[1] if args[1] == "venv" else args[2]
         fake["calls"].append((verb, args))
         if verb == "compile":
@@ -53,17 +54,21 @@ def uv(tmp_path, monkeypatch, module_exits):
             fake["installed"][os.path.realpath(venv_of(args))] = dict(_uv_stack.pins(Path(args[-1]).read_text()))
             return 0, "", ""
         if verb == "check":
+            if fake.get("check_fails"):
+                return 1, "", "The package `sglang` requires `torch==2.11.0`, but `2.10.0` is installed"
             return 0, "", ""
         raise AssertionError(args)
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(uv_stack.os.path, "exists", lambda p: True if p == "/usr/local/bin/uv" else _exists(p))
+    real_in_use = uv_stack.Stack.in_use
     monkeypatch.setattr(uv_stack.Stack, "in_use", lambda self, path: path in fake.get("in_use", ()))
+    fake["real_in_use"] = real_in_use
     return {"venv": venv, "dir": tmp_path / "etc/stack", "stacks": tmp_path / "opt/stacks", "fake": fake}
 
 
-def run(uv, version="0.5.12", check=False, diff=False):
-    args = {"venv": str(uv["venv"]), "dir": str(uv["dir"]), "stacks_dir": str(uv["stacks"]),
+def run(uv, version="0.5.12", *, check=False, diff=False, venv=None, stacks=None):
+    args = {"venv": venv or str(uv["venv"]), "dir": str(uv["dir"]), "stacks_dir": stacks or str(uv["stacks"]),
             "requirements": [f"sglang=={version}"], "_ansible_check_mode": check, "_ansible_diff": diff}  # fmt: skip
     with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
         uv_stack.main()
@@ -156,3 +161,101 @@ def test_check_mode_reports_the_switch_and_changes_nothing(uv):
     ok, result = run(uv, "0.5.13", check=True)
     assert ok and result["changed"] and result["switched"] and result["stack"] != first
     assert os.path.realpath(uv["venv"]) == first and sorted(os.listdir(uv["stacks"])) == before
+
+
+def test_a_stack_deleted_by_hand_is_made_again_in_its_place(uv):
+    stack = run(uv)[1]["stack"]
+    shutil.rmtree(stack)
+    uv["fake"]["installed"].pop(stack)
+    ok, result = run(uv)
+    assert ok and result["changed"] and result["stack"] == stack and result["previous"] is None, result
+    assert uv["fake"]["installed"][stack] == {"sglang": "0.5.12"} and (Path(stack) / ".gpulxc-stack-complete").exists()
+    ok, again = run(uv)
+    assert ok and not again["changed"], again
+
+
+def test_only_the_stacks_it_made_are_pruned(uv):
+    uv["stacks"].mkdir(parents=True)
+    (uv["stacks"] / "operators-notes").mkdir()
+    (uv["stacks"] / "0123456789abcdef").symlink_to(uv["stacks"] / "operators-notes")
+    run(uv)
+    run(uv, "0.5.13")
+    ok, result = run(uv, "0.5.14")
+    assert ok and len(result["pruned"]) == 1, result["pruned"]  # the first stack only
+    assert (uv["stacks"] / "operators-notes").is_dir() and (uv["stacks"] / "0123456789abcdef").is_symlink()
+
+
+def test_a_stack_a_process_runs_from_or_a_unit_names_is_in_use(uv, tmp_path, monkeypatch):
+    stack = tmp_path / "stacks/0123456789abcdef"
+    proc, units = tmp_path / "proc", tmp_path / "systemd"
+    (proc / "42").mkdir(parents=True)
+    (proc / "self").mkdir()
+    (units / "sglang@.service.d").mkdir(parents=True)
+    monkeypatch.setattr(uv_stack, "PROC", str(proc))
+    monkeypatch.setattr(uv_stack, "UNIT_DIR", str(units))
+    in_use = uv["fake"]["real_in_use"]
+    (proc / "42/cmdline").write_bytes(f"{stack}-other/bin/python\0-m\0x".encode())  # another stack's name
+    assert not in_use(None, str(stack))
+    (proc / "42/cmdline").write_bytes(f"{stack}/bin/python\0/usr/local/lib/sglang-launch.py\0".encode())
+    assert in_use(None, str(stack))
+    (proc / "42/cmdline").write_bytes(b"sleep\x00")
+    (units / "sglang@.service").write_text(f"[Service]\nExecStart={stack}/bin/python launch\n")
+    assert in_use(None, str(stack))  # its servers stopped, the unit still starts them from it
+
+
+def test_links_and_slashes_in_the_paths_change_nothing_on_a_rerun(uv, tmp_path):
+    (tmp_path / "real-stacks").mkdir()
+    (tmp_path / "opt/linked").symlink_to(tmp_path / "real-stacks")
+    venv, stacks = str(uv["venv"]) + "/", str(tmp_path / "opt/linked") + "/"
+    ok, first = run(uv, venv=venv, stacks=stacks)
+    assert ok and first["switched"] and first["stack"].startswith(str(tmp_path / "real-stacks") + "/"), first
+    ok, again = run(uv, venv=venv, stacks=stacks)
+    assert ok and not again["changed"], again
+
+
+def test_stacks_inside_the_venv_are_refused(uv):
+    ok, result = run(uv, stacks=str(uv["venv"] / "stacks"))
+    assert not ok and "is inside the venv" in result["msg"], result
+
+
+def test_a_lost_marker_of_the_current_stack_is_written_again_after_a_check_never_rebuilt(uv):
+    stack = run(uv)[1]["stack"]
+    (Path(stack) / "kept").write_text("the servers' files")
+    (Path(stack) / ".gpulxc-stack-complete").unlink()
+    uv["fake"]["calls"].clear()
+    ok, result = run(uv)
+    assert ok and result["changed"] and not result["switched"], result
+    assert verbs(uv)[-1] == "check" and "venv" not in verbs(uv) and "sync" not in verbs(uv), verbs(uv)
+    assert (Path(stack) / "kept").exists() and (Path(stack) / ".gpulxc-stack-complete").exists()
+
+
+def test_a_new_stack_failing_its_dependency_check_is_never_switched_to(uv):
+    first = run(uv)[1]["stack"]
+    uv["fake"]["check_fails"] = True
+    ok, result = run(uv, "0.5.13")
+    assert not ok and "uv pip check" in result["msg"], result
+    assert os.path.realpath(uv["venv"]) == first
+    assert not any((uv["stacks"] / name / ".gpulxc-stack-complete").exists()
+                   for name in os.listdir(uv["stacks"]) if str(uv["stacks"] / name) != first)  # fmt: skip
+
+
+def test_the_link_is_replaced_in_one_rename_never_removed_first(uv, monkeypatch):
+    run(uv)
+    venv, removed, real_unlink = str(uv["venv"]), [], os.unlink
+
+    def unlink(path, *args, **kwargs):
+        removed.append(str(path))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(uv_stack.os, "unlink", unlink)
+    monkeypatch.setattr(uv_stack.os, "remove", unlink)
+    ok, result = run(uv, "0.5.13")
+    assert ok and result["switched"] and venv not in removed, removed
+
+
+def test_a_plain_venv_is_checked_and_marked_before_it_is_moved(uv):
+    uv["fake"]["installed"][str(uv["venv"])] = {"sglang": "0.5.12"}
+    uv["fake"]["check_fails"] = True
+    ok, result = run(uv)
+    assert not ok and "uv pip check" in result["msg"], result
+    assert uv["venv"].is_dir() and not uv["venv"].is_symlink()  # refused where it is, not moved

@@ -266,7 +266,7 @@ def test_a_new_lock_is_installed_beside_the_running_stack_and_switched_to_in_one
     play(inventory)
     old = in_ct("readlink -f /opt/sglang/venv").stdout.strip()
     assert in_ct("test -L /opt/sglang/venv").returncode == 0 and old.startswith("/opt/sglang/stacks/"), old
-    in_ct("rm -f /root/gpulxc-stop-watching")
+    in_ct(f"rm -f /root/gpulxc-stop-watching && touch {old}/gpulxc-test-planted")  # gone if it were made again
     watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(VMID), "--", f"{old}/bin/python", "-c", WATCH_THE_LINK],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
@@ -287,6 +287,7 @@ def test_a_new_lock_is_installed_beside_the_running_stack_and_switched_to_in_one
     proc, changed = play(inventory)  # the lock it had: its stack is there, whole
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert in_ct("readlink -f /opt/sglang/venv").stdout.strip() == old
+    assert in_ct(f"test -e {old}/gpulxc-test-planted").returncode == 0  # switched back to, not made again
     assert "pycountry==26.2.16" in freeze().splitlines()
     out = " ".join(task_output(proc, REPORT).split())
     assert f"in its own stack {old}, then switched /opt/sglang/venv to it (from {new}), over what differed" in out, out

@@ -458,6 +458,7 @@ BAD_INPUT = [
     ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
     ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
      "sglang_router_api_keys holds a key written in plain text"),
+    ({"sglang_router_worker_api_key": "plain-worker-key"}, "sglang_router_worker_api_key is written in plain text"),
     ({"sglang_router_port": 34003},
      "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
     ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible._internal._datatag._tags import Origin  # what the plain_text test reads
 from ansible.template import Templar, trust_as_template
 from conftest import trusted
 
@@ -51,3 +52,19 @@ def test_a_repeated_tenant_or_key_is_refused():
     found = errors(sglang_router_api_keys=[{"tenant": "a", "key": SECRET}, {"tenant": "b", "key": SECRET}])
     assert "sglang_router_api_keys holds the same key twice: give each tenant its own." in found
     assert SECRET not in str(found)
+
+
+def test_a_worker_key_written_in_an_inventory_is_refused_without_showing_it(tmp_path):
+    """The key as ansible-core 2.19 reads it from an inventory file (its Origin tag: the file, line and column);
+    tests/lab/test_router.py gives one on the command line, test_plain_text.py has every other source."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"sglang_router_worker_api_key: {SECRET}\n")
+    key = Origin(path=str(inventory), line_num=1, col_num=len("sglang_router_worker_api_key: ") + 1).tag(SECRET)
+    found = errors(sglang_router_worker_api_key=key)
+    assert any(e.startswith("sglang_router_worker_api_key is written in plain text") for e in found), found
+    assert SECRET not in str(found)
+    assert not any("sglang_router_worker_api_key" in e for e in errors(
+        sglang_router_worker_api_key=key, sglang_router_worker_api_key_allow_plain_text=True))  # fmt: skip
+    # from a module's result (no origin), or none at all: not refused
+    for value in (SECRET, ""):
+        assert not any("sglang_router_worker_api_key" in e for e in errors(sglang_router_worker_api_key=value))

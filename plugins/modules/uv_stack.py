@@ -200,6 +200,9 @@ class Stack:
         self.uv = params["uv"]
         self.venv = os.path.normpath(params["venv"])
         self.python = os.path.join(self.venv, "bin", "python")
+        if params["stacks_dir"] and not os.path.isabs(params["stacks_dir"]):
+            module.fail_json(msg=f"stacks_dir {params['stacks_dir']} is not an absolute path (sglang_stack_stacks_dir"
+                             " sets it): name one, or leave it empty to install the venv in place")  # fmt: skip
         # compared with the venv link's real path, so without links of its own
         self.stacks = os.path.realpath(params["stacks_dir"]) if params["stacks_dir"] else None
         if self.stacks and (self.stacks + os.sep).startswith(os.path.realpath(self.venv) + os.sep):

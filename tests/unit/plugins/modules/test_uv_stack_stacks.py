@@ -218,6 +218,13 @@ def test_stacks_inside_the_venv_are_refused(uv):
     assert not ok and "is inside the venv" in result["msg"], result
 
 
+@pytest.mark.parametrize("stacks", ["stacks", "opt/stacks", "./stacks"])
+def test_a_relative_stacks_dir_is_refused_before_anything_changes(uv, stacks):
+    ok, result = run(uv, stacks=stacks)
+    assert not ok and f"stacks_dir {stacks} is not an absolute path (sglang_stack_stacks_dir" in result["msg"], result
+    assert not uv["dir"].exists() and not uv["venv"].is_symlink() and uv["fake"]["calls"] == []
+
+
 def test_a_lost_marker_of_the_current_stack_is_written_again_after_a_check_never_rebuilt(uv):
     stack = run(uv)[1]["stack"]
     (Path(stack) / "kept").write_text("the servers' files")

@@ -318,6 +318,13 @@ DOCUMENTATION = r"""
         keyword:
         - name: remote_user
       pipelining:
+        description:
+        - Pipe module payloads to the container's Python instead of copying them first (one round trip a task
+          less; the channel runs piped modules without a new Python where it can).
+        - On by default, unlike P(ansible.builtin.ssh#connection)'s, so an installed collection runs as fast as
+          a checkout; V(false) in a config, the environment or C(ansible_pipelining) turns it off.
+        type: boolean
+        default: true
         env:
         - name: ANSIBLE_PIPELINING
         - name: ANSIBLE_SSH_PIPELINING
@@ -527,8 +534,9 @@ def _freeze_inherited_objects():
 _freeze_inherited_objects()
 option_definitions.register("connection", __name__, DOCUMENTATION, __file__)
 
-# The ansible-core minors the preload is tested with: it runs modules on private parts of their payload.
-PRELOAD_CORE_VERSIONS = ("2.19",)
+# The ansible-core minors the preload is tested with (tools/test's unit suite runs on each): it runs modules on
+# private parts of their payload. The same list bounds requires_ansible in meta/runtime.yml.
+PRELOAD_CORE_VERSIONS = ("2.19", "2.20", "2.21")
 
 # What pct prints when the container cannot take the command (patterns of pct's own messages, for the
 # vmid at hand, so a command's output is never taken for one), and what the user should do. pct's

@@ -13,7 +13,7 @@ description:
   - Each URL is normalised - scheme and host in lower case, no trailing slash - and one that reaches an instance
     (the same port on a loopback name, or the same host and port) becomes that instance's own URL, the one
     role C(gpulxc.sglang.sglang_services) drains.
-  - What cannot be a worker is reported, by entry number, in RV(_value.errors) - a scheme other than V(http) or
+  - What cannot be a worker is reported, by entry number, in the result's C(errors) - a scheme other than V(http) or
     V(https), no host, a port outside 1 to 65535, a path, query or fragment, credentials, whitespace - as are
     entries that name the same worker twice.
 author:
@@ -46,6 +46,15 @@ _value:
   description: The normalised URLs (C(urls)) and what is wrong with the others (C(errors)); a URL with an error is
     left out of C(urls).
   type: dict
+  contains:
+    urls:
+      description: The normalised URLs, each instance's own where one reaches an instance.
+      type: list
+      elements: str
+    errors:
+      description: One message per entry that cannot be a worker, or that names a worker twice.
+      type: list
+      elements: str
   sample: {urls: ["http://127.0.0.1:30000"], errors: []}
 """
 

@@ -104,14 +104,42 @@ options:
         may never be reached before the deadline.
     type: int
     default: 2
+  slice:
+    description:
+      - Return after at most this many seconds (and any chat completion in flight) with RV(done=false) and a
+        RV(progress) line when not every server is ready yet, instead of waiting silently until O(deadline); a
+        loop passes RV(resume) on to the next call (see EXAMPLES). V(0) waits until the deadline in one call.
+    type: float
+    default: 0
+  resume:
+    description:
+      - The previous slice's RV(resume) - when the wait began (the deadline counts from it), each unit's
+        C(NRestarts) then (for O(crash_restarts)), and the servers already ready (not polled or chatted again).
+    type: dict
 """
 
 EXAMPLES = r"""
-- name: Wait for the 8 servers and smoke-test them
+- name: Wait for two servers and smoke-test them, in one call
   gpulxc.sglang.sglang_health:
-    instances: "{{ range(8) | map('string') | map('regex_replace', '^(.*)$', '{\"name\": \"sglang@\\1\"}') }}"
+    instances:
+      - {name: sglang@0, url: "http://127.0.0.1:30000", unit: sglang@0.service}
+      - {name: sglang@1, url: "http://127.0.0.1:30001", unit: sglang@1.service}
     deadline: 1800
-    chat: model
+    chat: Qwen3-8B
+
+# The same wait, one line of progress every 20 s ("3/8 healthy, 5 warming after 2m10s of 30m00s ..."):
+# each item is a slice; the next one resumes from the last (the loop's register holds the item just run).
+- name: Wait for the servers' health
+  gpulxc.sglang.sglang_health:
+    instances: "{{ ansible_local.gpulxc_services.instances }}"
+    deadline: 1800
+    slice: 20
+    resume: "{{ health.resume | default(omit) }}"
+  loop: "{{ range(1800 // 20 + 2) | list }}"
+  loop_control:
+    label: "{{ health.progress | default(health.msg | default('')) }}"
+    break_when: health.done | default(true)
+  register: health
 """
 
 RETURN = r"""
@@ -126,10 +154,22 @@ healthy:
   description: Whether every instance answered 200 before the deadline.
   returned: always
   type: bool
+done:
+  description: Whether the wait is over (every server ready, or the module failed); V(false) only after a O(slice).
+  returned: always
+  type: bool
+progress:
+  description: How many servers are healthy, how many in each other state, how long it waited of the deadline.
+  returned: always
+  type: str
+  sample: 3/8 healthy, 1 loading, 4 warming after 2m10s of 30m00s (waiting for sglang@3, ...)
+resume:
+  description: What the next slice passes as O(resume).
+  returned: when RV(done) is false
+  type: dict
 """
 
 import json
-import subprocess
 import threading
 import time
 import urllib.error
@@ -139,6 +179,12 @@ from ansible.module_utils.urls import open_url
 
 
 GIVEN_UP = ("failed", "inactive")
+RUN = []  # the module's run_command, set by main(); only the main thread runs commands (run_command forks)
+
+
+def command(argv):
+    """The command's stdout (its status is not read: systemctl is-active exits 3 for an inactive unit)."""
+    return RUN[0](argv, check_rc=False)[1]
 
 
 def probe(url, timeout):
@@ -159,8 +205,7 @@ def probe(url, timeout):
 
 def unit_state(unit):
     """(ActiveState, NRestarts) of the unit; NRestarts counts systemd's automatic restarts since its last start."""
-    out = subprocess.run(["systemctl", "show", "-p", "ActiveState", "-p", "NRestarts", unit], capture_output=True,
-                         text=True, check=False).stdout  # fmt: skip
+    out = command(["systemctl", "show", "-p", "ActiveState", "-p", "NRestarts", unit])
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     restarts = values.get("NRestarts", "")
     return values.get("ActiveState", ""), int(restarts) if restarts.isdigit() else 0
@@ -182,59 +227,75 @@ def given_up(unit, restarts_before, crash_restarts):
     return None
 
 
-def wait_all(instances, deadline, timeout, interval, on_ready=None, *, crash_restarts=2):
-    """Poll every instance's /health at once until ready, given up on by systemd, crashing at every start, or
-    the deadline; on_ready(result) runs in the instance's thread."""
-    clock, start = time.monotonic, time.monotonic()
+def wait_all(instances, deadline, timeout, interval, on_ready=None, *, crash_restarts=2, until=None, baseline=None,
+             started=None):  # fmt: skip
+    """Poll every instance's /health at once until ready, given up on by systemd, crashing at every start, the
+    deadline (seconds after `started`, a time.time(); now by default) or `until` (a time.time() that ends this
+    slice of the wait). on_ready(result) runs in the instance's thread, and a slice waits for it. The threads
+    only make HTTP requests; systemd is asked from this thread. `baseline` ({unit: NRestarts} when the wait
+    began) is filled in for the units it lacks."""
+    clock, begun = time.time, time.time()
+    started = begun if started is None else started
+    end = min(started + deadline, until if until is not None else float("inf"))
+    baseline = {} if baseline is None else baseline
     results = [
         {"name": i["name"], "url": i["url"], "state": "not polled", "seconds_to_healthy": None} for i in instances
     ]
     units = [i.get("unit") for i in instances]
+    for unit in units:
+        if unit and unit not in baseline:
+            baseline[unit] = unit_state(unit)[1]
+    stop = [threading.Event() for _result in results]
 
-    def watch(result, unit):
-        restarts_before = unit_state(unit)[1] if unit else 0
+    def watch(result, stopped):
+        try:
+            poll(result, stopped)
+        except Exception as error:  # pylint: disable=broad-exception-caught  # reported as its state, not lost
+            result["state"] = f"not polled any more ({error!r})"
+
+    def poll(result, stopped):
         while True:
             result["state"] = probe(result["url"], timeout)
             if result["state"] == "ready":
-                result["seconds_to_healthy"] = round(clock() - start, 1)
+                result["seconds_to_healthy"] = round(clock() - started, 1)
                 if on_ready:
                     on_ready(result)
                 return
-            stopped = given_up(unit, restarts_before, crash_restarts)
-            if stopped:
-                result["state"] += ", and " + stopped
-                result["given_up"] = True
+            if stopped.is_set() or clock() >= end:
                 return
-            if clock() - start >= deadline:
-                return
-            time.sleep(interval)
+            stopped.wait(interval)
 
-    threads = [threading.Thread(target=watch, args=(r, units[k]), daemon=True) for k, r in enumerate(results)]
+    threads = [threading.Thread(target=watch, args=(r, stop[k]), daemon=True) for k, r in enumerate(results)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    while any(thread.is_alive() for thread in threads):
+        for k, thread in enumerate(threads):
+            if thread.is_alive() and not stop[k].is_set() and results[k]["state"] != "ready":
+                reason = given_up(units[k], baseline.get(units[k], 0), crash_restarts)
+                if reason:
+                    results[k]["given_up"] = reason
+                    stop[k].set()
+        for thread in threads:
+            thread.join(interval / len(threads))
+    for result in results:
+        reason = result.pop("given_up", None)
+        if reason and result["state"] != "ready":
+            result["state"] += ", and " + reason
+            result["given_up"] = True
     return results
 
 
 def system_state():
     """What systemd says of the whole system: running, degraded, starting, stopping (a shutdown or a reboot), ..."""
-    return subprocess.run(
-        ["systemctl", "is-system-running"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    return command(["systemctl", "is-system-running"]).strip()
 
 
 def unit_report(unit, lines):
     if not unit:
         return ""
-    state = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False)
-    journal = subprocess.run(
-        ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return f"unit {unit} is {state.stdout.strip() or 'unknown'}; journal tail:\n{journal.stdout.rstrip()}"
+    state = command(["systemctl", "is-active", unit])
+    journal = command(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"])
+    return f"unit {unit} is {state.strip() or 'unknown'}; journal tail:\n{journal.rstrip()}"
 
 
 SAMPLED = {"temperature": 0.7, "top_p": 0.9, "top_k": 20}  # the path that needs FlashInfer's sampling kernel
@@ -258,6 +319,24 @@ def chat(url, model, api_key, timeout):
     return None
 
 
+def duration(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def progress(results, waited, deadline):
+    """One line: how many are healthy, how many in each other state, how long waited of the deadline."""
+    counts = {}
+    for result in results:
+        state = "healthy" if result["state"] == "ready" else result["state"].split(" (")[0]
+        counts[state] = counts.get(state, 0) + 1
+    healthy = counts.pop("healthy", 0)
+    others = "".join(f", {n} {state}" for state, n in sorted(counts.items()))
+    waiting = ", ".join(r["name"] for r in results if r["state"] != "ready")
+    return (f"{healthy}/{len(results)} healthy{others} after {duration(waited)} of {duration(deadline)}"
+            + (f" (waiting for {waiting})" if waiting else ""))  # fmt: skip
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -276,43 +355,61 @@ def main():
             "api_key": {"type": "str", "no_log": True},
             "journal_lines": {"type": "int", "default": 20},
             "crash_restarts": {"type": "int", "default": 2},
+            "slice": {"type": "float", "default": 0},
+            "resume": {"type": "dict"},
         },
         supports_check_mode=True,
     )  # fmt: skip
+    RUN[:] = [module.run_command]
     params = module.params
     if params["crash_restarts"] < 0:
         module.fail_json(msg=f"crash_restarts is {params['crash_restarts']}: give 0 (wait until the deadline) or more.")
-
-    end = time.monotonic() + params["deadline"]
+    if params["slice"] < 0:
+        module.fail_json(msg=f"slice is {params['slice']}: give 0 (wait until the deadline) or more seconds.")
+    resume = params["resume"] or {}
+    started = float(resume.get("started", time.time()))
+    baseline = dict(resume.get("baseline") or {})
+    finished = {r["name"]: r for r in resume.get("finished") or []}
+    end = started + params["deadline"]
 
     def smoke_test(result):
         """Sampled chats until one is fast (the first on a cold cache builds the sampling kernel)."""
         result["chat_seconds"] = []
         while True:
-            started = time.monotonic()
-            problem = chat(result["url"], params["chat"], params["api_key"], max(60, end - started))
-            result["chat_seconds"].append(round(time.monotonic() - started, 2))
+            sent = time.time()
+            problem = chat(result["url"], params["chat"], params["api_key"], max(60, end - sent))
+            result["chat_seconds"].append(round(time.time() - sent, 2))
             if problem or result["chat_seconds"][-1] <= params["chat_fast"]:
                 break
-            if time.monotonic() >= end:
+            if time.time() >= end:
                 problem = (f"no sampled chat completion within {params['chat_fast']} s before the deadline"
                            f" (took {result['chat_seconds']} s)")  # fmt: skip
                 break
         result["chat"] = problem or "ok"
 
-    results = wait_all(
-        params["instances"], params["deadline"], params["request_timeout"], params["interval"],
-        smoke_test if params["chat"] else None, crash_restarts=params["crash_restarts"],
+    waiting = [i for i in params["instances"] if i["name"] not in finished]
+    polled = wait_all(
+        waiting, params["deadline"], params["request_timeout"], params["interval"],
+        smoke_test if params["chat"] else None, crash_restarts=params["crash_restarts"], baseline=baseline,
+        started=started, until=time.time() + params["slice"] if params["slice"] else None,
     )  # fmt: skip
+    by_name = {**finished, **{r["name"]: r for r in polled}}
+    results = [by_name[i["name"]] for i in params["instances"]]
     gave_up = {r["name"]: r.pop("given_up", False) for r in results}
     unhealthy = [r for r in results if r["state"] != "ready"]
+    line = progress(results, time.time() - started, params["deadline"])
+    if params["slice"] and unhealthy and time.time() < end and not all(gave_up[r["name"]] for r in unhealthy):
+        # only this slice of the wait is over: say how far it got, and what the next slice resumes from
+        done = [r for r in results if r["state"] == "ready"]
+        module.exit_json(changed=False, done=False, healthy=False, progress=line, instances=results,
+                         resume={"started": started, "baseline": baseline, "finished": done})  # fmt: skip
     if unhealthy and system_state() == "stopping":
         # a shutdown or a reboot stops every unit: not a crash, and nothing the role can repair now
         module.fail_json(
             msg="the container is shutting down (a shutdown or a reboot: systemctl is-system-running says stopping),"
             f" which stopped {', '.join(r['name'] for r in unhealthy)} while waited for; not a crash: run the play"
             " again once the container is up",
-            instances=results, healthy=False,
+            instances=results, healthy=False, done=True, progress=line,
         )  # fmt: skip
     if unhealthy:
         units = {i["name"]: i.get("unit") for i in params["instances"]}
@@ -325,12 +422,13 @@ def main():
             + (f"after {params['deadline']} s: " if not all(gave_up[r["name"]] for r in unhealthy)
                else "(systemd gave up on them or they crash at every start; not waited for): ")
             + " | ".join(details),
-            instances=results, healthy=False,
+            instances=results, healthy=False, done=True, progress=line,
         )  # fmt: skip
     failed = [f"{r['name']}: {r['chat']}" for r in results if r.get("chat", "ok") != "ok"]
     if failed:
-        module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True)
-    module.exit_json(changed=False, instances=results, healthy=True)
+        module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True, done=True,
+                         progress=line)  # fmt: skip
+    module.exit_json(changed=False, instances=results, healthy=True, done=True, progress=line)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ description:
     injected variables, C(-e @/runner/env/extravars)); a module's result.
   - It reads where Ansible read the value (ansible-core's data tagging, 2.19 and newer). Where it cannot tell,
     it is true - only a vaulted value is then false.
-  - The roles refuse secrets for which it is true (for example O(sglang_services_api_key)).
+  - The roles refuse secrets for which it is true
+    (for example O(gpulxc.sglang.sglang_services#role:main:sglang_services_api_key)).
 options:
   _input:
     description: A value.

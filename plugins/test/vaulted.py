@@ -13,7 +13,8 @@ description:
     that template it), or any value of a file encrypted with C(ansible-vault encrypt) (a C(vars_files) or
     C(group_vars) file, C(-e @file)).
   - False for a value written in plain text in an inventory, a playbook or on the command line.
-  - The roles use it to refuse secrets that were not vaulted (for example O(sglang_services_api_key)).
+  - The roles use it to refuse secrets that were not vaulted
+    (for example O(gpulxc.sglang.sglang_services#role:main:sglang_services_api_key)).
 options:
   _input:
     description: A value.

@@ -9,7 +9,9 @@ list shrunk; bad input refused before any change.
 """
 
 import concurrent.futures
+import itertools
 import json
+import re
 import subprocess
 import threading
 import time
@@ -256,6 +258,43 @@ def test_a_changed_setting_restarts_one_health_gated_instance_at_a_time(inventor
     assert health() == {str(i): "200" for i in range(8)}
 
 
+PROGRESS = re.compile(r"\(item=(\d+)/(\d+) healthy((?:, \d+ [a-z ]+?)*) after (?:(\d+)m)?(\d+)s of 30m00s")
+
+
+def progress_lines(proc, task):
+    """[(healthy, total, other states, seconds waited)] of the progress lines the named health wait printed, the
+    first time it ran in the play (the handler's check at the end may have the same name)."""
+    header = r"TASK \[[^\]]*: " + re.escape(task) + r"\][^\n]*\n"
+    blocks = re.findall(header + r"((?:(?!TASK \[)[^\n]*\n)*)", proc.stdout)
+    return [
+        (int(healthy), int(total), others.lstrip(", "), int(minutes or 0) * 60 + int(seconds))
+        for healthy, total, others, minutes, seconds in PROGRESS.findall(blocks[0] if blocks else "")
+    ]
+
+
+def test_a_drained_restart_of_a_server_warming_for_90_s_shows_its_progress_every_20_s(inventory):
+    """A changed environment restarts the 8 (all at once, the inventory's batch), drained at the router first; instance
+    0 then warms up for 90 s: the wait prints a line at least every 30 s (the default 20 s slices) saying what it
+    sees, not silence."""
+    slow = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"0": {"warmup_s": 90}})}})
+    everyone = ", ".join(f"sglang@{i}" for i in range(8))
+    try:
+        proc, changed = play(inventory, "-e", slow)
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        assert f"Drain at the router first - {everyone}" in proc.stdout, proc.stdout[-3000:]
+        lines = progress_lines(proc, f"Wait for the health of {everyone}")
+        print(lines)
+        assert len(lines) >= 5, proc.stdout[-3000:]
+        assert all(line[1] == 8 and line[0] < 8 for line in lines[:-1]), lines
+        assert all(line[2] == "1 warming" for line in lines[1:-1]), lines
+        assert lines[-1][:3] == (8, 8, "") and lines[-1][3] >= 80, lines  # it warmed since its restart job began
+        waited = [0] + [line[3] for line in lines]
+        assert max(b - a for a, b in itertools.pairwise(waited)) <= 30, waited
+    finally:
+        proc, _ = play(inventory)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+
+
 def test_a_new_stack_clears_the_jit_caches_first(inventory):
     lock = "/etc/sglang/stack/stack.lock"
     before = in_ct(f"stat -c %Y {BUILDS}").stdout.strip()
@@ -341,12 +380,17 @@ def test_cold_start_then_warm_start_with_staggered_delays(inventory):
         for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])
     }
     delay = {int(i): p["load_s"] + p["warmup_s"] for i, p in plan.items()}
-    extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)}})
+    extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)},
+                        "sglang_services_progress_interval": 1})  # fmt: skip
     try:
         in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
         since = time.time()
         proc, _ = play(inventory, "-e", extra)
         assert proc.returncode == 0, proc.stdout[-3000:]
+        # the first instance's wait (its JIT build, then its load) said what it saw at every slice
+        first = progress_lines(proc, "Wait for the health of sglang@0")
+        assert len(first) >= 3 and first[-1][:2] == (1, 1), proc.stdout[-3000:]
+        assert all(line[:2] == (0, 1) and line[2] in ("1 loading", "1 warming") for line in first[:-1]), first
         cold = start_times(since)
         first_ready = cold[0][1]
         assert all(cold[i][0] >= first_ready for i in range(1, 8)), cold  # the rest waited for instance 0
@@ -530,6 +574,7 @@ BAD_INPUT = [
     ({"sglang_services_model_source": "/srv/big-model"},
      "not enough room in /dev/shm for the model: it needs 2.0 GiB"),
     ({"sglang_services_restart_batch": -1}, "sglang_services_restart_batch is -1; it must be 0"),
+    ({"sglang_services_progress_interval": -20}, "sglang_services_progress_interval is -20; it must be 0 (one silent"),
     ({"sglang_services_host": "0.0.0.0"},
      "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set"),
     ({"sglang_services_model_stage_reserve_mb": -1}, "sglang_services_model_stage_reserve_mb is -1; it must be 0"),

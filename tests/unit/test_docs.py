@@ -6,7 +6,10 @@ file of this checkout.
 """
 
 import fnmatch
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ README_LIMIT = 10 * 1024
 DOCS = sorted(
     {"README.md", "plugins/README.md", "lab/README.md", "tests/README.md"}
     | {path.relative_to(REPO).as_posix() for path in (REPO / "docs").glob("*.md")}
+    | {path.relative_to(REPO).as_posix() for path in (REPO / "roles").glob("*/README.md")}
 )
 CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.M | re.S)  # links inside code are not links
 LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -92,3 +96,64 @@ def test_every_repository_link_names_a_file_of_the_checkout(doc):
 def test_the_readme_is_at_most_10_kb():
     size = len((REPO / "README.md").read_bytes())
     assert size <= README_LIMIT, "README.md is %d bytes; move details to docs/ (limit %d)" % (size, README_LIMIT)
+
+
+ROLE_READMES = sorted(path.relative_to(REPO).as_posix() for path in (REPO / "roles").glob("*/README.md"))
+
+
+def test_every_role_has_a_readme():
+    # galaxy-importer refuses a collection with a role without one ("No role readme found")
+    roles = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir())
+    assert [doc.split("/")[1] for doc in ROLE_READMES] == roles
+
+
+def test_the_role_readmes_list_what_their_argument_specs_say():
+    argv = [sys.executable, str(REPO / "tools/role_readmes"), "--check"]
+    run = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("doc", ROLE_READMES)
+def test_a_role_readme_example_sets_only_variables_a_role_declares(doc):
+    declared = set()
+    for spec in (REPO / "roles").glob("*/meta/argument_specs.yml"):
+        for entry in yaml.safe_load(spec.read_text())["argument_specs"].values():
+            declared |= set(entry.get("options") or {})
+    prefixes = tuple(path.name + "_" for path in (REPO / "roles").iterdir())
+    examples = re.findall(r"^```yaml\n(.*?)^```", (REPO / doc).read_text(), re.M | re.S)
+    named = set(re.findall(r"^\s*([a-z][a-z0-9_]*):", "".join(examples), re.M))
+    unknown = sorted(name for name in named if name.startswith(prefixes) and name not in declared)
+    assert not unknown, "%s sets variables no role declares: %s" % (doc, unknown)
+
+
+def plugin_names():
+    """Every plugin the collection has, by directory: file names, and each filter and test a file defines."""
+    names = {}
+    for kind in ("modules", "module_utils", "plugin_utils", "doc_fragments", "lookup", "connection"):
+        names[kind] = sorted(p.stem for p in (REPO / "plugins" / kind).glob("*.py") if p.stem != "__init__")
+    for kind, cls, method in (("filter", "FilterModule", "filters"), ("test", "TestModule", "tests")):
+        found = set()
+        for path in (REPO / "plugins" / kind).glob("*.py"):
+            spec = importlib.util.spec_from_file_location("gpulxc_doc_check_" + path.stem, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            found |= set(getattr(getattr(module, cls)(), method)())
+        names[kind] = sorted(found)
+    return names
+
+
+def test_the_plugins_readme_names_every_plugin():
+    text = (REPO / "plugins/README.md").read_text()
+    missing = {kind: [n for n in names if "`%s`" % n not in text] for kind, names in plugin_names().items()}
+    missing = {kind: names for kind, names in missing.items() if names}
+    assert not missing, "plugins/README.md does not name: %s" % missing
+
+
+def test_the_version_the_released_changelog_and_the_readme_agree():
+    version = GALAXY["version"]
+    releases = yaml.safe_load((REPO / "changelogs/changelog.yaml").read_text())["releases"]
+    newest = max(releases, key=lambda v: tuple(int(part) for part in v.split(".")))
+    assert newest == version, "galaxy.yml says %s, the changelog's newest release is %s" % (version, newest)
+    assert "\nv%s\n" % version in (REPO / "CHANGELOG.rst").read_text()
+    tarballs = set(re.findall(r"gpulxc-sglang-([0-9][^ )`]*?)\.tar\.gz", (REPO / "README.md").read_text()))
+    assert tarballs == {version}, "README.md installs %s, galaxy.yml's version is %s" % (sorted(tarballs), version)

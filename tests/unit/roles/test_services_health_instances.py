@@ -1,6 +1,6 @@
 """sglang_services hands its instances, in the published shape (ansible_local.gpulxc_services: name, index, unit,
-port, url, gpu), to gpulxc.sglang.sglang_health in tasks/start.yml, restart_batch.yml and verify.yml: the module's
-argument spec must take that shape as it is."""
+port, url, gpu), to gpulxc.sglang.sglang_health from tasks/start.yml, restart_batch.yml and verify.yml (each through
+health_wait.yml): the module's argument spec must take that shape as it is."""
 
 from pathlib import Path
 
@@ -20,10 +20,12 @@ PUBLISHED = [  # the contract's shape of ansible_local.gpulxc_services.instances
 
 
 def health_instances(task_file):
-    """The instances expression of the file's sglang_health task."""
+    """The instances expression the file hands to health_wait.yml, which passes it to its sglang_health task."""
     tasks = yaml.safe_load((REPO / "roles/sglang_services/tasks" / task_file).read_text())
-    (task,) = [t for t in tasks if "gpulxc.sglang.sglang_health" in t]
-    return task["gpulxc.sglang.sglang_health"]["instances"]
+    (task,) = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "health_wait.yml"]
+    (wait,) = yaml.safe_load((REPO / "roles/sglang_services/tasks/health_wait.yml").read_text())
+    assert wait["gpulxc.sglang.sglang_health"]["instances"] == "{{ sglang_services_wait_instances }}"
+    return task["vars"]["sglang_services_wait_instances"]
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 connection refused while loading, 503 while warming, 200 when ready; the smoke chat completion."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -60,10 +61,14 @@ def servers():
         fake.httpd.shutdown()
 
 
+HELD = []  # bound and never listening: connections are refused, and no other test (another worker) can take the port
+
+
 def closed_port_url():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens: connection refused
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    HELD.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens: connection refused
 
 
 def run(module_exits, instances, **args):
@@ -97,7 +102,7 @@ def test_failure_names_each_unhealthy_instance_its_state_unit_and_journal(module
         )
         return type("P", (), {"stdout": out, "returncode": 0})()
 
-    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
     instances = [
         {"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
         {"name": "sglang@1", "url": fakes[1].url, "unit": "sglang@1.service"},
@@ -152,7 +157,7 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
         out = f"ActiveState={states[argv[-1]]}\nNRestarts=0\n" if argv[:2] == ["systemctl", "show"] else "journal\n"
         return type("P", (), {"stdout": out, "returncode": 0})()
 
-    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
     instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
                  {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
                  {"name": "sglang@4", "url": closed_port_url(), "unit": "sglang@4.service"}]  # fmt: skip
@@ -178,7 +183,7 @@ def test_servers_stopped_by_a_shutdown_are_named_as_such_not_as_crashed(module_e
         out = {"show": "ActiveState=inactive\nNRestarts=0\n", "is-system-running": system + "\n"}.get(argv[1], "x\n")
         return type("P", (), {"stdout": out, "returncode": 0})()
 
-    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
     instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
                  {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
     ok, result = run(module_exits, instances, deadline=60)
@@ -205,7 +210,8 @@ def test_no_fast_sampled_chat_before_the_deadline_fails_naming_the_times(module_
     fake.state, fake.chat_seconds = "ready", 0.6
     ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], chat="model", chat_fast=0.5, deadline=1)
     assert not ok
-    assert "sglang@0: no sampled chat completion within 0.5 s before the deadline (took [0.6" in result["msg"]
+    took = r"sglang@0: no sampled chat completion within 0\.5 s before the deadline \(took \[0\.[6-9]"
+    assert re.search(took, result["msg"]), result["msg"]
 
 
 def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_the_deadline(
@@ -225,7 +231,7 @@ def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_th
             return type("P", (), {"stdout": f"ActiveState=activating\nNRestarts={count}\n", "returncode": 0})()
         return type("P", (), {"stdout": "Scheduler hit an exception\n", "returncode": 0})()
 
-    monkeypatch.setattr(sglang_health.subprocess, "run", fake_run)
+    monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
     instances = [{"name": "sglang@0", "url": fake.url, "unit": "sglang@0.service"},
                  {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
     started = time.monotonic()
@@ -243,3 +249,48 @@ def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_th
 def test_a_negative_crash_restarts_is_refused_naming_it(module_exits, bad):
     ok, result = run(module_exits, [{"name": "sglang@0", "url": closed_port_url()}], deadline=60, crash_restarts=bad)
     assert not ok and result["msg"].startswith(f"crash_restarts is {bad}: give 0")
+
+
+def test_a_slice_ends_with_a_progress_line_and_the_next_resumes_without_chatting_again(module_exits, servers):
+    """With slice, the wait returns (done false) after the slice with one line of how far it got; the next call,
+    given the slice's resume, polls only the servers not ready yet and chats only with those."""
+    fakes = servers(2)
+    fakes[0].state = "ready"
+    instances = [{"name": "sglang@0", "url": fakes[0].url}, {"name": "sglang@1", "url": fakes[1].url},
+                 {"name": "sglang@2", "url": closed_port_url()}]  # fmt: skip
+    started = time.monotonic()
+    ok, first = run(module_exits, instances, deadline=60, slice=0.5, chat="m")
+    assert ok and not first["done"] and not first["healthy"]
+    assert 0.5 <= time.monotonic() - started < 5
+    assert first["progress"] == "1/3 healthy, 1 loading, 1 warming after 0s of 1m00s (waiting for sglang@1, sglang@2)"
+    assert [r["name"] for r in first["resume"]["finished"]] == ["sglang@0"] and len(fakes[0].bodies) == 1
+    fakes[1].state = "ready"
+    ok, second = run(module_exits, instances[:2], deadline=60, slice=0.5, chat="m", resume=first["resume"])
+    assert ok and second["done"] and second["healthy"] and second["progress"].startswith("2/2 healthy after")
+    assert (len(fakes[0].bodies), len(fakes[1].bodies)) == (1, 1)
+    assert [r["chat"] for r in second["instances"]] == ["ok", "ok"]
+
+
+def test_the_deadline_counts_from_the_first_slice(module_exits, servers):
+    (fake,) = servers(1)
+    resume = {"started": time.time() - 59.5, "baseline": {}, "finished": []}
+    started = time.monotonic()
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], deadline=60, slice=20, resume=resume)
+    assert not ok and result["done"] and time.monotonic() - started < 5
+    assert result["msg"].startswith("1 of 1 SGLang servers not healthy after 60 s: sglang@0")
+    assert "warming" in result["msg"]
+
+
+def test_restarts_are_counted_from_the_first_slice(module_exits, servers, monkeypatch):
+    """A unit that restarted twice since the wait began crashes at every start, though each slice saw one."""
+    monkeypatch.setattr(sglang_health, "command", lambda argv: "ActiveState=activating\nNRestarts=2\n")
+    resume = {"started": time.time(), "baseline": {"sglang@0.service": 0}, "finished": []}
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": closed_port_url(), "unit": "sglang@0.service"}],
+                     deadline=60, slice=20, resume=resume)  # fmt: skip
+    assert not ok and "restarted 2 times while waited for" in result["msg"]
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5])
+def test_a_negative_slice_is_refused_naming_it(module_exits, bad):
+    ok, result = run(module_exits, [{"name": "sglang@0", "url": closed_port_url()}], slice=bad)
+    assert not ok and result["msg"].startswith(f"slice is {bad}")

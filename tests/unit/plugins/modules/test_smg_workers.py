@@ -4,6 +4,7 @@ the lab: DELETE marks a worker `draining` for a settle time, then it leaves the 
 servers' /metrics. The lab test (tests/lab/test_router.py) runs the module against the real smg."""
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -194,9 +195,12 @@ def test_admitted_fails_naming_a_worker_the_router_does_not_route_to(module_exit
 
 def test_a_router_that_does_not_answer_changes_nothing(module_exits, smg, tmp_path):
     directory = smg.write_dir(tmp_path)
+    port = smg.server.server_address[1]
     smg.server.shutdown()
     smg.server.server_close()
-    ok, result = run(module_exits, urls=["http://127.0.0.1:1/"], state="drained", router_dir=directory)
+    with socket.socket() as hold:  # bound, not listening: refused, and no other test's server takes the port
+        hold.bind(("127.0.0.1", port))
+        ok, result = run(module_exits, urls=["http://127.0.0.1:1/"], state="drained", router_dir=directory)
     assert ok and result["changed"] is False
     assert "does not answer" in result["msg"] and result["router"] is None
 

@@ -314,7 +314,9 @@ def test_commands_go_through_the_channel(calls):
     assert (start["idle"], start["preload"]) == (60, True)
 
 
-@pytest.mark.parametrize(("core", "preload"), [("2.19.4", True), ("2.20.0", False), ("3.0.0", False)])
+@pytest.mark.parametrize(
+    ("core", "preload"), [("2.19.4", True), ("2.20.0", True), ("2.21.5", True), ("2.22.0", False), ("3.0.0", False)]
+)
 def test_the_preload_is_used_only_on_the_ansible_core_versions_it_is_tested_with(calls, monkeypatch, core, preload):
     monkeypatch.setattr(pct_ssh, "ansible_core_version", core)
     calls["answers"].append((0, b"via channel", b""))

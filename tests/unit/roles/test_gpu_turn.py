@@ -19,6 +19,15 @@ def free_port():
         return probe.getsockname()[1]
 
 
+@pytest.fixture
+def unlistened_port():
+    """A port held bound but never listening for the test's length: no other test's server can take it (a port
+    from free_port() is free only until someone binds it; one that did made the one-before look listening)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+
+
 def turn(before, timeout=20):
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(SCRIPT)], env={**os.environ, "GPULXC_GPU_BEFORE": before},
@@ -51,9 +60,9 @@ def predecessor(tmp_path):
         proc.wait()
 
 
-def test_no_instance_before_it_or_none_running_starts_at_once(tmp_path):
+def test_no_instance_before_it_or_none_running_starts_at_once(tmp_path, unlistened_port):
     assert turn("")[0].returncode == 0
-    proc, took = turn(f"http://127.0.0.1:{free_port()},{tmp_path}/instance-0.yaml")
+    proc, took = turn(f"http://127.0.0.1:{unlistened_port},{tmp_path}/instance-0.yaml")
     assert proc.returncode == 0 and 3 <= took < 5 and "waiting" not in proc.stdout  # 3 s for it to appear
 
 
@@ -64,8 +73,8 @@ def test_it_waits_until_the_one_before_listens(predecessor):
     assert "waiting for" in proc.stdout and "listens (or stopped): starting" in proc.stdout
 
 
-def test_it_stops_waiting_when_the_one_before_ends(predecessor):
-    before = predecessor(free_port(), listen_after=None, end_after=3)
+def test_it_stops_waiting_when_the_one_before_ends(predecessor, unlistened_port):
+    before = predecessor(unlistened_port, listen_after=None, end_after=3)
     proc, took = turn(before)
     assert proc.returncode == 0 and 2.5 <= took < 10, (took, proc.stdout, proc.stderr)
 

@@ -6,16 +6,32 @@ lock's pins, and wheel file names (no I/O here, so unit tests cover them directl
 from __future__ import annotations
 
 import re
+import traceback
 
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import canonical
+
+# pip's own tag logic (PyPA's packaging): the standalone package, else the copy pip vendors - the module needs pip
+# in its Python anyway (pip download), so one of them is there wherever the module can work
+try:
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    PACKAGING_IMPORT_ERROR = None
+except ImportError:
+    try:
+        from pip._vendor.packaging.tags import compatible_tags, cpython_tags
+        from pip._vendor.packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+        PACKAGING_IMPORT_ERROR = None
+    except ImportError:
+        PACKAGING_IMPORT_ERROR = traceback.format_exc()
 
 _PLATFORM = re.compile(r"^(x86_64|aarch64)-manylinux(?:_2_([0-9]+)|(2014))$")
 _PYTHON = re.compile(r"^3\.([0-9]+)$")
 _LOCK_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#\\]+)")
 _LOCK_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
-# PEP 427: {distribution}-{version}(-{build tag})?-{python tag}-{abi tag}-{platform tag}.whl
-_WHEEL = re.compile(r"^([^-]+)-([^-]+)(?:-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
-_WHEEL_TAGS = re.compile(r"^[^-]+-[^-]+(?:-[0-9][^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
+# the legacy manylinux names and the glibc minor each stands for (PEP 599, 571, 513)
+_LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
 
 def parse_platform(platform):
@@ -37,15 +53,19 @@ def parse_python(version):
     return int(match.group(1))
 
 
+def platform_tags(platform):
+    """The platform tags a glibc accepts, newest first, as packaging's manylinux tags are for the running glibc:
+    manylinux_2_N for N from the target's glibc down to 5, and the legacy names of those."""
+    arch, glibc = parse_platform(platform)
+    tags = [f"manylinux_2_{n}_{arch}" for n in range(glibc, 4, -1)]
+    return tags + [f"{name}_{arch}" for n, name in _LEGACY_MANYLINUX.items() if n <= glibc]
+
+
 def pip_target_args(python_version, platform):
     """`pip download` options for wheels that install on the target: every manylinux tag its glibc accepts
     (pip expands none of manylinux_2_N itself), and CPython's ABIs for that version."""
-    arch, glibc = parse_platform(platform)
     minor = parse_python(python_version)
-    tags = [f"manylinux_2_{n}_{arch}" for n in range(glibc, 4, -1)]
-    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-    tags += [f"{name}_{arch}" for n, name in legacy.items() if n <= glibc]
-    args = [arg for tag in tags for arg in ("--platform", tag)]
+    args = [arg for tag in platform_tags(platform) for arg in ("--platform", tag)]
     args += ["--python-version", f"3.{minor}", "--implementation", "cp"]
     args += [arg for abi in (f"cp3{minor}", "abi3", "none") for arg in ("--abi", abi)]
     return args
@@ -73,43 +93,27 @@ def locked(lock_text):
 
 
 def wheel_key(filename):
-    """(canonical name, version) of a wheel file name; None for anything else."""
-    match = _WHEEL.match(filename)
-    if not match:
+    """(canonical name, version) of a wheel file name (PEP 427, as packaging parses it); None for anything else."""
+    try:
+        name, version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
         return None
-    return canonical(match.group(1)), match.group(2)
-
-
-def _manylinux_glibc(tag, arch):
-    """The glibc minor a platform tag needs on `arch` (manylinux_2_N, manylinux2014/2010/1); None otherwise."""
-    legacy = {f"manylinux2014_{arch}": 17, f"manylinux2010_{arch}": 12, f"manylinux1_{arch}": 5}
-    if tag in legacy:
-        return legacy[tag]
-    match = re.match(rf"^manylinux_2_([0-9]+)_{arch}$", tag)
-    return int(match.group(1)) if match else None
+    return canonical(name), str(version)
 
 
 def compatible(filename, python_version, platform):
-    """Whether a wheel installs on the target, as pip's tags for it say: CPython 3.X (its own ABI, abi3 of 3.X or
-    older, or no ABI for py3 or py3Y with Y <= X) on the platform's architecture with a glibc at most the
-    platform's. A lock lists the hashes of every file of a version, so a file left from another target must not
-    pass for the target's."""
-    match = _WHEEL_TAGS.match(filename)
-    if not match:
+    """Whether a wheel installs on the target: one of its tags is among those pip accepts for CPython 3.X on the
+    platform (packaging's cpython_tags and compatible_tags: its own ABI, abi3 of 3.X or older, pure-Python tags of
+    3.X or older, any glibc up to the platform's). A lock lists the hashes of every file of a version, so a file
+    left from another target must not pass for the target's."""
+    try:
+        _name, _version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
         return False
-    arch, glibc = parse_platform(platform)
-    minor = parse_python(python_version)
-    pythons, abis, platforms = (set(match.group(g).split(".")) for g in ("py", "abi", "plat"))
-    needs = [_manylinux_glibc(tag, arch) for tag in platforms]
-    if "any" not in platforms and not any(n is not None and n <= glibc for n in needs):
-        return False
-    own = f"cp3{minor}"
-    stable = {p for p in pythons if re.match(r"^cp3([0-9]+)$", p) and int(p[3:]) <= minor}
-    return bool(
-        (own in abis and own in pythons)
-        or ("abi3" in abis and stable)
-        or ("none" in abis and pythons & ({"py3", own} | {f"py3{older}" for older in range(minor + 1)}))
-    )
+    python = (3, parse_python(python_version))
+    platforms = platform_tags(platform)
+    accepted = {*cpython_tags(python, platforms=platforms), *compatible_tags(python, f"cp3{python[1]}", platforms)}
+    return not tags.isdisjoint(accepted)
 
 
 def requirements_text(entries):

@@ -29,7 +29,8 @@ description:
 author:
   - gpulxc.sglang developers (@gpulxc)
 requirements:
-  - pip in the Python that runs the module (for C(pip download)).
+  - pip in the Python that runs the module (for C(pip download)); its wheel tags come from C(packaging), the
+    standalone package or the copy pip vendors.
 attributes:
   check_mode:
     description: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
@@ -154,11 +155,12 @@ import sys
 import tempfile
 import zipfile
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import fragment_text, unlabelled
 from ansible_collections.gpulxc.sglang.plugins.module_utils._wheelhouse import (
+    PACKAGING_IMPORT_ERROR,
     compatible,
     locked,
     parse_platform,
@@ -448,6 +450,9 @@ def main():
         },
         supports_check_mode=True,
     )  # fmt: skip
+    if PACKAGING_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("packaging (or pip, which vendors it)"),
+                         exception=PACKAGING_IMPORT_ERROR)  # fmt: skip
     module.exit_json(**Wheelhouse(module).run())
 
 

@@ -8,8 +8,10 @@ for. The lab suite builds a real wheelhouse from the lab's index with the real u
 (tests/lab/test_offline.py)."""
 
 import hashlib
+import importlib
 import io
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -332,6 +334,45 @@ def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
     assert not _wheelhouse.compatible("a-1-cp311-cp311-manylinux_2_28_aarch64.whl", *target)
     assert not _wheelhouse.compatible("a-1-cp312-abi3-manylinux_2_17_x86_64.whl", *target)
     assert os.path.basename(UV_URL) == "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+
+
+@pytest.mark.parametrize(("wheel", "installs"), [
+    ("a-1-cp311-none-manylinux_2_17_x86_64.whl", True),  # CPython-specific, no ABI
+    ("a-1-py3-none-manylinux_2_17_x86_64.whl", True),
+    ("a-1-2-cp311-cp311-manylinux_2_28_x86_64.whl", True),  # a build tag
+    ("a-1-cp311-cp311-linux_x86_64.whl", False),  # not manylinux: built for one machine
+    ("a-1-cp311-cp311-musllinux_1_2_x86_64.whl", False),
+    ("a-1-pp310-pypy310_pp73-manylinux_2_17_x86_64.whl", False),
+    ("a-1-cp311-cp311-manylinux1_x86_64.whl", True),
+    ("not-a-wheel.tar.gz", False),
+])  # fmt: skip
+def test_a_wheel_is_for_the_target_as_packaging_tags_say(wheel, installs):
+    assert _wheelhouse.compatible(wheel, "3.11", "x86_64-manylinux_2_36") is installs
+
+
+def test_without_the_packaging_package_the_copy_pip_vendors_is_used(monkeypatch):
+    monkeypatch.setitem(sys.modules, "packaging", None)
+    monkeypatch.setitem(sys.modules, "packaging.tags", None)
+    monkeypatch.setitem(sys.modules, "packaging.utils", None)
+    try:
+        fallback = importlib.reload(_wheelhouse)
+        assert fallback.PACKAGING_IMPORT_ERROR is None
+        assert fallback.parse_wheel_filename.__module__.startswith("pip._vendor.packaging")
+        assert fallback.compatible(
+            "torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl", "3.11", "x86_64-manylinux_2_36"
+        )
+        monkeypatch.setitem(sys.modules, "pip._vendor.packaging.tags", None)
+        assert "pip._vendor.packaging.tags" in importlib.reload(_wheelhouse).PACKAGING_IMPORT_ERROR
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_wheelhouse)
+
+
+def test_with_neither_packaging_nor_pip_it_fails_naming_them_before_anything_is_written(index, monkeypatch):
+    monkeypatch.setattr(wheelhouse, "PACKAGING_IMPORT_ERROR", "Traceback ... ImportError")
+    ok, result = run(index)
+    assert not ok and "packaging (or pip, which vendors it)" in result["msg"], result
+    assert not index["dest"].exists() and index["calls"] == []
 
 
 def test_a_lock_no_longer_asked_for_goes_with_its_wheels(index):

@@ -159,10 +159,14 @@ done:
   returned: always
   type: bool
 progress:
-  description: How many servers are healthy, how many in each other state, how long it waited of the deadline.
+  description:
+    - How many servers are healthy, how many in each other state, how long it waited of the deadline.
+    - For a server not ready yet, each FlashInfer JIT build its unit runs (a C(ninja) process in its cgroup) and
+      for how long.
   returned: always
   type: str
-  sample: 3/8 healthy, 1 loading, 4 warming after 2m10s of 30m00s (waiting for sglang@3, ...)
+  sample: 0/8 healthy, 8 starting after 2m10s of 30m00s (waiting for sglang@0, ...; sglang@0: JIT build
+    batch_decode_with_kv_cache_dtype_q_bf16_... 2m05s)
 resume:
   description: What the next slice passes as O(resume).
   returned: when RV(done) is false
@@ -176,6 +180,7 @@ import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.gpulxc.sglang.plugins.module_utils._jit_builds import running_builds
 
 
 GIVEN_UP = ("failed", "inactive")
@@ -324,17 +329,20 @@ def duration(seconds):
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def progress(results, waited, deadline):
-    """One line: how many are healthy, how many in each other state, how long waited of the deadline."""
+def progress(results, waited, deadline, builds=None, units=None):
+    """One line: how many are healthy, how many in each other state, how long waited of the deadline, and the JIT
+    builds the servers not ready yet run ({unit: [(op, seconds)]} of running_builds; {name: unit})."""
     counts = {}
     for result in results:
         state = "healthy" if result["state"] == "ready" else result["state"].split(" (")[0]
         counts[state] = counts.get(state, 0) + 1
     healthy = counts.pop("healthy", 0)
     others = "".join(f", {n} {state}" for state, n in sorted(counts.items()))
-    waiting = ", ".join(r["name"] for r in results if r["state"] != "ready")
+    waiting = [r["name"] for r in results if r["state"] != "ready"]
+    jit = [f"{name}: JIT build {op} {duration(seconds)}" for name in waiting
+           for op, seconds in (builds or {}).get((units or {}).get(name), [])]  # fmt: skip
     return (f"{healthy}/{len(results)} healthy{others} after {duration(waited)} of {duration(deadline)}"
-            + (f" (waiting for {waiting})" if waiting else ""))  # fmt: skip
+            + (f" (waiting for {', '.join(waiting)}{''.join(f'; {b}' for b in jit)})" if waiting else ""))  # fmt: skip
 
 
 def main():
@@ -397,7 +405,10 @@ def main():
     results = [by_name[i["name"]] for i in params["instances"]]
     gave_up = {r["name"]: r.pop("given_up", False) for r in results}
     unhealthy = [r for r in results if r["state"] != "ready"]
-    line = progress(results, time.time() - started, params["deadline"])
+    units = {i["name"]: i.get("unit") for i in params["instances"]}
+    line = progress(results, time.time() - started, params["deadline"],
+                    running_builds() if len(results) > sum(r["state"] == "ready" for r in results) else None,
+                    units)  # fmt: skip
     if params["slice"] and unhealthy and time.time() < end and not all(gave_up[r["name"]] for r in unhealthy):
         # only this slice of the wait is over: say how far it got, and what the next slice resumes from
         done = [r for r in results if r["state"] == "ready"]
@@ -412,14 +423,13 @@ def main():
             instances=results, healthy=False, done=True, progress=line,
         )  # fmt: skip
     if unhealthy:
-        units = {i["name"]: i.get("unit") for i in params["instances"]}
         details = [
             f"{r['name']} ({r['url']}): {r['state']}; {unit_report(units[r['name']], params['journal_lines'])}"
             for r in unhealthy
         ]
         module.fail_json(
             msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy "
-            + (f"after {params['deadline']} s: " if not all(gave_up[r["name"]] for r in unhealthy)
+            + (f"after {params['deadline']} s (last seen: {line}): " if not all(gave_up[r["name"]] for r in unhealthy)
                else "(systemd gave up on them or they crash at every start; not waited for): ")
             + " | ".join(details),
             instances=results, healthy=False, done=True, progress=line,

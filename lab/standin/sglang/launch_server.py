@@ -298,7 +298,9 @@ def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
         if built:  # the tests count builds (a killed one too)
             with (ops.parent / "gpulxc-standin-builds.log").open("a") as log:
                 log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} op={name} started\n")
-        proc = subprocess.run(["ninja", "-C", str(build)], capture_output=True, text=True, check=False)
+        # the command line of FlashInfer's run_ninja (flashinfer/jit/cpp_ext.py): sglang_health names the build by it
+        proc = subprocess.run(["ninja", "-v", "-C", str(build), "-f", str(build / "build.ninja")], capture_output=True,
+                              text=True, check=False)  # fmt: skip
         if proc.returncode != 0:
             crash(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
         load_library(target)

@@ -271,13 +271,36 @@ def test_a_slice_ends_with_a_progress_line_and_the_next_resumes_without_chatting
     assert [r["chat"] for r in second["instances"]] == ["ok", "ok"]
 
 
+def test_a_slice_names_the_jit_builds_the_servers_not_ready_run_and_how_long(module_exits, servers, monkeypatch):
+    """The first instance's cold start: its unit runs FlashInfer's ninja (a JIT build) while its /health waits;
+    the progress line says which build and for how long, for the servers not ready only."""
+    fakes = servers(1)
+    fakes[0].state = "ready"
+    builds = {"sglang@1.service": [("gpulxc_standin_decode", 130.4)], "sglang@0.service": [("done_op", 5.0)]}
+    monkeypatch.setattr(sglang_health, "running_builds", lambda: builds)
+    monkeypatch.setattr(sglang_health, "command", lambda argv: "ActiveState=active\nNRestarts=0\n")
+    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+                 {"name": "sglang@1", "url": closed_port_url(), "unit": "sglang@1.service"}]  # fmt: skip
+    ok, result = run(module_exits, instances, deadline=60, slice=0.3)
+    assert ok and not result["done"], result
+    assert result["progress"].endswith("(waiting for sglang@1; sglang@1: JIT build gpulxc_standin_decode 2m10s)")
+    assert "done_op" not in result["progress"]
+    ok, result = run(module_exits, instances, deadline=1, interval=0.05)
+    assert (
+        not ok
+        and "(last seen: 1/2 healthy" in result["msg"]
+        and "JIT build gpulxc_standin_decode 2m10s" in result["msg"]
+    )
+
+
 def test_the_deadline_counts_from_the_first_slice(module_exits, servers):
     (fake,) = servers(1)
     resume = {"started": time.time() - 59.5, "baseline": {}, "finished": []}
     started = time.monotonic()
     ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], deadline=60, slice=20, resume=resume)
     assert not ok and result["done"] and time.monotonic() - started < 5
-    assert result["msg"].startswith("1 of 1 SGLang servers not healthy after 60 s: sglang@0")
+    last_seen = "(last seen: 0/1 healthy, 1 warming after 1m00s of 1m00s (waiting for sglang@0)): sglang@0"
+    assert result["msg"].startswith(f"1 of 1 SGLang servers not healthy after 60 s {last_seen}")
     assert "warming" in result["msg"]
 
 

@@ -165,8 +165,8 @@ progress:
       for how long.
   returned: always
   type: str
-  sample: 0/8 healthy, 8 starting after 2m10s of 30m00s (waiting for sglang@0, ...; sglang@0: JIT build
-    batch_decode_with_kv_cache_dtype_q_bf16_... 2m05s)
+  sample: "0/8 healthy, 8 starting after 2m10s of 30m00s (waiting for sglang@0, ...; sglang@0: JIT build
+    batch_decode_with_kv_cache_dtype_q_bf16_... 2m05s)"
 resume:
   description: What the next slice passes as O(resume).
   returned: when RV(done) is false

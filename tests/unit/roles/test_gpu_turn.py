@@ -13,17 +13,13 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[3] / "roles/sglang_services/files/sglang-gpu-turn"
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
-def unlistened_port():
-    """A port held bound but never listening for the test's length: no other test's server can take it (a port
-    from free_port() is free only until someone binds it; one that did made the one-before look listening)."""
+def port():
+    """A port held for the test's length by a bound, never listening socket (SO_REUSEADDR, so a predecessor that
+    sets it too may listen there): no other test's server can take it. A port from bind-and-close is free only
+    until someone binds it, and one that did made the one-before look listening (flaky under xdist)."""
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         holder.bind(("127.0.0.1", 0))
         yield holder.getsockname()[1]
 
@@ -60,21 +56,21 @@ def predecessor(tmp_path):
         proc.wait()
 
 
-def test_no_instance_before_it_or_none_running_starts_at_once(tmp_path, unlistened_port):
+def test_no_instance_before_it_or_none_running_starts_at_once(tmp_path, port):
     assert turn("")[0].returncode == 0
-    proc, took = turn(f"http://127.0.0.1:{unlistened_port},{tmp_path}/instance-0.yaml")
+    proc, took = turn(f"http://127.0.0.1:{port},{tmp_path}/instance-0.yaml")
     assert proc.returncode == 0 and 3 <= took < 5 and "waiting" not in proc.stdout  # 3 s for it to appear
 
 
-def test_it_waits_until_the_one_before_listens(predecessor):
-    before = predecessor(free_port(), listen_after=3)
+def test_it_waits_until_the_one_before_listens(predecessor, port):
+    before = predecessor(port, listen_after=3)
     proc, took = turn(before)
     assert proc.returncode == 0 and took >= 2.5, (took, proc.stdout)
     assert "waiting for" in proc.stdout and "listens (or stopped): starting" in proc.stdout
 
 
-def test_it_stops_waiting_when_the_one_before_ends(predecessor, unlistened_port):
-    before = predecessor(unlistened_port, listen_after=None, end_after=3)
+def test_it_stops_waiting_when_the_one_before_ends(predecessor, port):
+    before = predecessor(port, listen_after=None, end_after=3)
     proc, took = turn(before)
     assert proc.returncode == 0 and 2.5 <= took < 10, (took, proc.stdout, proc.stderr)
 
@@ -86,12 +82,12 @@ def test_a_malformed_list_is_refused_naming_the_variable(bad):
     assert proc.returncode != 0 and "GPULXC_GPU_BEFORE" in proc.stderr and "is not URL,CONFIG" in proc.stderr
 
 
-def test_one_started_at_the_same_moment_is_waited_for(predecessor, tmp_path):
+def test_one_started_at_the_same_moment_is_waited_for(tmp_path, port):
     """As at boot: both units start together and the one before has not exec'd its server yet."""
-    port = free_port()
     config = tmp_path / "instance-0.yaml"
     server = (
-        f"import socket, time; time.sleep(2); s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen();"
+        "import socket, time; time.sleep(2); s = socket.socket();"
+        f" s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen();"
         " time.sleep(5)"
     )
     # its command line has the --config pair only once it execs, a second later

@@ -79,7 +79,9 @@ lab_index_running() {
   local pid
   [[ -s $LAB_STATE/index.pid ]] || return 1
   pid=$(cat "$LAB_STATE/index.pid")
-  [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "serve $LAB_INDEX "
+  # the server this checkout's setup starts (its throttle file too): one started otherwise is restarted
+  [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" |
+    grep -qF "serve $LAB_INDEX $LAB_INDEX_PORT $LAB_STATE/index.log $LAB_STATE/index.throttle"
 }
 
 # A FUSE mount whose daemon was killed (the pmxcfs stand-in after the machine's processes were

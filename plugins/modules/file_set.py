@@ -99,6 +99,7 @@ EXAMPLES = r"""
   gpulxc.sglang.file_set:
     directories:
       - path: /etc/sglang
+      - path: /opt/cuda
     files:
       - path: /etc/systemd/system/sglang@.service
         content: "{{ lookup('ansible.builtin.template', 'sglang@.service.j2') }}"

@@ -105,7 +105,8 @@ job_failed:
   returned: always
   type: bool
 job_msg:
-  description: The failed job's message (for a job out of time, async_wrapper's).
+  description: The failed job's message (for a job out of time, async_wrapper's), and the end of what a failed
+    command wrote (its stderr, else its stdout).
   returned: always
   type: str
   sample: Job reached maximum time limit of 3600 seconds.
@@ -193,8 +194,12 @@ def main():
     if done:
         line += " (ended)"
     failed = bool(done and result.get("failed"))
+    message = ""
+    if failed:  # a command's own words are in its output: its msg only says "non-zero return code"
+        detail = str(result.get("stderr") or result.get("stdout") or "").strip()
+        message = str(result.get("msg", "")) + (f": {detail[-2000:]}" if detail else "")
     module.exit_json(changed=False, done=done, progress=line, resume={"started": started}, job_failed=failed,
-                     job_msg=str(result.get("msg", "")) if failed else "")  # fmt: skip
+                     job_msg=message)  # fmt: skip
 
 
 if __name__ == "__main__":

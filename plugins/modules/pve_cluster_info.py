@@ -97,7 +97,7 @@ EXAMPLES = r"""
 - name: Refuse an id another guest has
   ansible.builtin.assert:
     that: cluster.placement in ['absent', 'here']
-    fail_msg: "200 is on {{ cluster.guest.node }}"
+    fail_msg: "200 is taken on {{ cluster.guest.node | default('another node') }}"
 """
 
 RETURN = r"""

@@ -5,6 +5,7 @@ built lab (`lab/setup`); the test command builds it first.
 """
 
 import concurrent.futures
+import contextlib
 import os
 import re
 import subprocess
@@ -27,8 +28,8 @@ def run_site(inventory, limit, *args):
 
 def playbook_command(playbook, inventory, limit, *args):
     """(argv, env) of `ansible-playbook <playbook>` on one lab CT, for subprocess.run or Popen with cwd=REPO."""
-    argv = [str(REPO / ".venv/bin/ansible-playbook"), playbook, "-i", "inventories/lab", "-i", str(inventory),
-            "-l", limit, *args]  # fmt: skip
+    argv = [str(REPO / ".venv/bin/ansible-playbook"), playbook, "-i", str(REPO / "inventories/lab"),
+            "-i", str(inventory), "-l", limit, *args]  # fmt: skip
     return argv, dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
 
 
@@ -105,3 +106,81 @@ def lab_ready():
     if os.geteuid() != 0 or not Path("/usr/sbin/pct").exists():
         pytest.fail("the lab is not built: run lab/setup as root (the test command does)")
     return True
+
+
+# Slows a process in a CT down (test infrastructure): waits for a process whose command line matches PATTERN (in
+# the unit UNIT's cgroup when given), then lets it run RUN_MS of every second for SECONDS, by SIGSTOP and SIGCONT,
+# and lets it go. With UNIT, every process of the unit's cgroup is slowed with it (a build's compilers too: ninja
+# starts each in a process group of its own). The real process, really slowed: a copy or a build the play waits for.
+SLOW_DOWN = """
+import os, re, signal, sys, time
+pattern, unit, seconds, run_ms = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+mine = {os.getpid(), os.getppid()}
+
+def processes():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) in mine:
+            continue
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+            cgroup = open(f"/proc/{pid}/cgroup").read()
+        except OSError:
+            continue
+        if not unit or f"/{unit}" in cgroup:
+            yield int(pid), argv
+
+def signal_all(pids, signum):
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass  # it ended
+
+deadline = time.monotonic() + 600
+while not (first := [pid for pid, argv in processes() if re.search(pattern, argv)]):
+    if time.monotonic() > deadline:
+        sys.exit("never started: " + pattern)
+    time.sleep(0.001)
+end, stops, slowed = time.monotonic() + seconds, 0, set()
+while time.monotonic() < end and os.path.exists(f"/proc/{first[0]}"):
+    pids = [pid for pid, _ in processes()] if unit else first[:1]
+    signal_all(pids, signal.SIGSTOP)
+    slowed.update(pids)
+    stops += 1
+    time.sleep(1 - run_ms / 1000)
+    signal_all(pids, signal.SIGCONT)
+    time.sleep(run_ms / 1000)
+signal_all(slowed, signal.SIGCONT)
+print(f"slowed {first[0]} ({stops} stops, {len(slowed)} processes)", flush=True)
+"""
+
+
+@contextlib.contextmanager
+def slowed_down(vmid, pattern, seconds, run_ms, unit=""):
+    """While the body runs (a play), the first process in CT `vmid` matching `pattern` is slowed down: yields a list
+    that holds what the slowing said once it is over ("slowed PID (N stops)")."""
+    said = []
+    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(vmid), "--", "python3", "-c", SLOW_DOWN, pattern, unit,
+                                str(seconds), str(run_ms)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)  # fmt: skip
+    try:
+        yield said
+    finally:
+        try:
+            said.append(watcher.communicate(timeout=seconds + 60)[0])
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            said.append(watcher.communicate()[0])
+
+
+def job_lines(proc, task):
+    """[(line, seconds run)] of the progress lines a job wait (roles/gpulxc/tasks/job_wait.yml) named `task` printed."""
+    line = re.escape(task) + r": ([^\n]*?) after (?:(\d+)m)?(\d+)s( \(ended\))?"
+    found = re.findall(r"\(item=" + line + r"\)", proc.stdout)
+    return [(line + ended, int(minutes or 0) * 60 + int(seconds)) for line, minutes, seconds, ended in found]
+
+
+def byte_size(text):
+    """Bytes of a size as job_progress writes it ("8.0 MiB", "512 B")."""
+    number, unit = text.split()
+    return int(float(number) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit])

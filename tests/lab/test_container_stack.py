@@ -6,6 +6,7 @@ runtime without its override failing to resolve, bad input refused before any ch
 CT (glibc 2.31, ct961) refused before anything is installed in it.
 """
 
+import itertools
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import changed_tasks, ct_state, destroy, pct, run_site, side_by_side, task_output
+from conftest import byte_size, changed_tasks, ct_state, destroy, job_lines, pct, run_site, side_by_side, task_output
 
 REPO = Path(__file__).resolve().parents[2]
 VMID = 960
@@ -240,6 +241,35 @@ def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converg
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert {f"{name}=={version}" for name, version in versions.items()} <= set(freeze().splitlines())
+
+
+THROTTLE = Path("/var/lib/gpulxc-lab/index.throttle")  # lab/index/serve's: the bytes a second it serves wheels at
+INSTALL = "sglang_stack: keeping /opt/sglang/venv at /etc/sglang/stack/stack.lock"
+
+
+def test_an_install_from_a_throttled_index_prints_its_progress_every_interval(inventory):
+    """flashinfer-python (8 MiB) gone from the venv and from uv's cache, and the index serving wheels at 256 KiB/s:
+    the repair's install takes half a minute, and its wait prints a line every 5 s (sglang_stack_progress_interval)
+    with uv's cache growing as the wheel comes in, the last one saying it ended; then the run converges."""
+    play(inventory)
+    uninstall = f"{UV} pip uninstall -q --python {PY} flashinfer-python && {UV} cache clean -q flashinfer-python"
+    assert in_ct(uninstall).returncode == 0
+    THROTTLE.write_text(str(256 * 1024))
+    try:
+        proc, changed = play(inventory, "-e", "sglang_stack_progress_interval=5")
+    finally:
+        THROTTLE.unlink(missing_ok=True)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    lines = job_lines(proc, INSTALL)
+    print(lines)
+    assert len(lines) >= 4 and lines[-1][0].endswith("(ended)"), proc.stdout[-3000:]
+    waited = [0] + [seconds for _, seconds in lines]
+    assert max(b - a for a, b in itertools.pairwise(waited)) <= 8, waited  # 5 s slices, a round trip between
+    caches = [byte_size(re.search(r"uv's cache ([0-9.]+ [KMG]?i?B)", line).group(1)) for line, _ in lines]
+    assert caches[-1] - caches[0] >= 4 << 20, lines  # the wheel came in while it printed
+    assert any(line.startswith("flashinfer-python==") for line in freeze().splitlines())
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
 
 
 REPORT = "gpulxc.sglang.sglang_stack : Report what the stack run repaired"

@@ -8,18 +8,38 @@ and world-readable files; a crash named with its journal; kill -9 and a stopped 
 list shrunk; bad input refused before any change.
 """
 
+import ast
 import concurrent.futures
+import hashlib
 import itertools
 import json
+import os
 import re
+import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
-from conftest import REPO, changed_tasks, ct_state, destroy, pct, run_site, side_by_side
+import yaml
+from conftest import (
+    REPO,
+    TEMPLATE,
+    byte_size,
+    changed_tasks,
+    ct_state,
+    destroy,
+    job_lines,
+    pct,
+    playbook_command,
+    run_site,
+    side_by_side,
+    slowed_down,
+)
 
 VMID = 970
 BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
@@ -295,16 +315,28 @@ def test_a_drained_restart_of_a_server_warming_for_90_s_shows_its_progress_every
         assert proc.returncode == 0, proc.stdout[-3000:]
 
 
-def test_a_new_stack_clears_the_jit_caches_first(inventory):
+# a line of the first instance's health wait while its unit runs FlashInfer's ninja
+JIT_LINE = re.compile(r"\(item=0/1 healthy[^\n]*\(waiting for sglang@0; sglang@0: JIT build gpulxc_standin_decode"
+                      r" (?:(\d+)m)?(\d+)s\)\)")  # fmt: skip
+
+
+def test_a_new_stack_clears_the_jit_caches_first_and_the_first_build_prints_its_progress(inventory):
+    """A new stack: the 8 stop together, the caches go, instance 0 starts alone on the cold cache; its JIT build,
+    slowed to 40 s (the unit's processes run 50 ms a second), shows in the wait's lines (default 20 s slices)."""
     lock = "/etc/sglang/stack/stack.lock"
     before = in_ct(f"stat -c %Y {BUILDS}").stdout.strip()
     in_ct(f"cp {lock} /root/stack.lock.orig && echo '# gpulxc test: another stack' >>{lock}")
     since = time.time()
     try:
-        proc, changed = play(inventory)
+        with slowed_down(VMID, r"^ninja -v ", 40, 50, unit="sglang@0.service") as said:
+            proc, changed = play(inventory)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     finally:
         in_ct(f"cp /root/stack.lock.orig {lock}")
+    assert "slowed " in said[0], said
+    seen = [int(m or 0) * 60 + int(sec) for m, sec in JIT_LINE.findall(proc.stdout)]
+    print(seen)
+    assert seen and max(seen) >= 15, (seen, proc.stdout[-3000:])
     # the 8 stop together: one after another (each waiting on SGLang's drain, 0-5 s) no two stops would overlap
     stops = stop_times(since)
     assert max(sum(start <= t < end for start, end in stops.values()) for t, _ in stops.values()) >= 2, stops
@@ -676,6 +708,34 @@ def test_the_model_source_vanishing_or_dev_shm_filling_during_staging_fails_nami
     wait_healthy()
 
 
+STAGING = f"sglang_services: staging {FAULT_MODEL} in /dev/shm/stand-in"
+
+
+def test_a_slowed_model_copy_prints_its_progress_every_interval(inventory):
+    """The staged model gone from /dev/shm: the run copies it again (256 MiB in 129 files), the copy slowed to run
+    1 ms a second for 30 s; the wait prints a line every 5 s (sglang_services_progress_interval) with the copy
+    growing of its total, the last one saying it ended; a re-run changes nothing."""
+    in_ct("rm -rf /dev/shm/stand-in")
+    extra = json.dumps({**FAULT_SOURCE, "sglang_services_progress_interval": 5})
+    with slowed_down(VMID, "sglang-stage-model.py --source", 30, 1) as said:
+        proc, changed = play(inventory, "-e", extra)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "slowed " in said[0], said
+    lines = job_lines(proc, STAGING)
+    print(lines)
+    assert len(lines) >= 4 and lines[-1][0].endswith("(ended)"), proc.stdout[-3000:]
+    waited = [0] + [seconds for _, seconds in lines]
+    assert max(b - a for a, b in itertools.pairwise(waited)) <= 8, waited
+    # while it runs, <model>.partial grows towards the source's size; once renamed into place, the model is there
+    copying = re.compile(r"copying ([0-9.]+ [KMG]?i?B) of 256.0 MiB, in place ([0-9.]+ [KMG]?i?B)")
+    sizes = [tuple(map(byte_size, copying.match(line).groups())) for line, _ in lines]
+    copied = [partial for partial, _ in sizes[:-1]]
+    assert copied == sorted(copied) and copied[-1] > 0 and sizes[-1] == (0, 256 << 20), lines
+    assert in_ct(f"cmp {FAULT_MODEL}/w-127.bin /dev/shm/stand-in/w-127.bin").returncode == 0
+    proc, changed = play(inventory, "-e", json.dumps(FAULT_SOURCE))
+    assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
+
+
 def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_converges(inventory):
     """pct reboot from the node while the run restarts the instances one at a time (instance 0 takes 15 s to load, so
     the reboot lands in its health wait): the run fails saying the CT stopped or restarted under the task, not
@@ -712,3 +772,98 @@ def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_c
     if changed:
         proc, changed = play(inventory, "-e", extra)
         assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
+
+
+# -- every module's EXAMPLES as written (issue 24), last: they drain, restart and write beside the services.
+#    Only the example's site values are replaced, by the lab's: each pair must be in the example as written, so an
+#    example that changes is run again as it then reads.
+EXAMPLE_VMID = 979
+LAB_UV = "http://127.0.0.1:3141/files/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+EXAMPLE_UV = "https://files.pythonhosted.org/packages/.../uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl"
+NODE = socket.gethostname().split(".")[0]  # the lab node's Proxmox VE name (lab/setup: hostname -s)
+SITE = {
+    "container_info": [],
+    "cuda_toolkit_info": [],
+    "file_set": [("/opt/cuda", "/opt/gpulxc-example")],
+    "gpu_capability": [],
+    "jit_cache": [("/var/cache/sglang/.cache/flashinfer", "/var/cache/sglang/.cache/flashinfer")],
+    "job_progress": [("/srv/models/Qwen3-8B", "/mnt/models/stand-in"), ("/dev/shm/Qwen3-8B", "/dev/shm/example-copy")],
+    "pct_config": [("vmid: 200", f"vmid: {EXAMPLE_VMID}"), ("delegate_to: pve1", "delegate_to: lab-pve"),
+                   ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE),
+                   ("rootfs: local-lvm:200", "rootfs: local-lvm:4")],
+    "pct_info": [("vmid: 200", f"vmid: {EXAMPLE_VMID}"), ("delegate_to: pve1", "delegate_to: lab-pve"),
+                 ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE)],
+    "pve_cluster_info": [("pve1.example.com", "127.0.0.1"), ("vmid: 200", f"vmid: {EXAMPLE_VMID}"),
+                         ("node: pve1", f"node: {NODE}")],
+    "sglang_health": [("127.0.0.1:30000", "127.0.0.1:32000"), ("127.0.0.1:30001", "127.0.0.1:32001"),
+                      ("chat: Qwen3-8B", "chat: stand-in")],
+    "sglang_units_info": [],
+    "smg_workers": [("127.0.0.1:30003", "127.0.0.1:32003")],
+    "stack_info": [],
+    "uv_stack": [("venv: /opt/sglang/venv", "venv: /opt/gpulxc-example/venv"),
+                 ("dir: /etc/sglang/stack", "dir: /etc/gpulxc-example/stack")],
+    "wheelhouse": [("dest: /srv/wheelhouse", 'dest: "{{ example_dir }}/wheelhouse"'),
+                   ("https://pypi.org/simple", "http://127.0.0.1:3141/simple"),
+                   (EXAMPLE_UV, LAB_UV)],
+}  # fmt: skip
+# where an example runs: in the CT, on the controller (a wheelhouse builder)
+ON_CONTROLLER = {"wheelhouse"}
+
+
+def examples(module):
+    tree = ast.parse((REPO / "plugins/modules" / f"{module}.py").read_text())
+    return next(
+        node.value.value for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == "EXAMPLES"
+    )
+
+
+@pytest.fixture
+def example_site(tmp_path):
+    """The playbook directory of the examples: the file_set example's template (the CT's own unit, so that writing
+    it changes nothing), pve_cluster_info's CA, the API stand-in on 8006 with the example's user and token id."""
+    unit = in_ct("cat /etc/systemd/system/sglang@.service").stdout
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates/sglang@.service.j2").write_text("{% raw %}" + unit + "{% endraw %}")
+    (tmp_path / "files").mkdir()
+    state = Path("/var/lib/gpulxc-lab/api")
+    (tmp_path / "files/pve-root-ca.pem").write_bytes((state / "pve-ssl.pem").read_bytes())
+    (tmp_path / "token").write_text("ansible@pve!audit=00000000-0000-4000-8000-0000000000aa\n")
+    api = subprocess.Popen(["/usr/bin/python3", "-m", "pve.api", "--port", "8006", "--cert", str(state / "pve-ssl.pem"),
+                            "--key", str(state / "pve-ssl.key"), "--token-file", str(tmp_path / "token")],
+                           env=dict(os.environ, PYTHONPATH="/usr/local/lib/gpulxc-lab"))  # fmt: skip
+    # uv_stack's example keeps a venv that uv_venv made: one of its own, beside the services' stack
+    in_ct("/usr/local/bin/uv venv -q --python /usr/bin/python3 /opt/gpulxc-example/venv")
+    uv = next(Path("/var/lib/gpulxc-lab/index/files").glob("uv-0.13.9-*.whl"))
+    yield {"dir": tmp_path, "uv_sha256": hashlib.sha256(uv.read_bytes()).hexdigest(),
+           "secret": "00000000-0000-4000-8000-0000000000aa"}  # fmt: skip
+    api.terminate()
+    api.wait(10)
+    destroy(EXAMPLE_VMID)
+    in_ct("rm -rf /opt/gpulxc-example /etc/gpulxc-example /etc/sglang/api-key /dev/shm/example-copy")
+
+
+@pytest.mark.parametrize("module", sorted(SITE))
+def test_every_modules_examples_run_as_written(inventory, example_site, module):
+    text = examples(module)
+    for written, lab in SITE[module]:
+        assert written in text, f"{module}'s EXAMPLES no longer say {written!r}: update SITE"
+        text = text.replace(written, lab)
+    if module == "wheelhouse":  # the lab index's uv wheel, not the example's
+        text = text.replace(
+            "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19", example_site["uv_sha256"]
+        )
+    tasks = yaml.safe_load(text)
+    host = "localhost" if module in ON_CONTROLLER else "ct970"
+    playbook = example_site["dir"] / f"{module}.yml"
+    facts = [{"ansible.builtin.setup": {"gather_subset": ["!all", "!min", "local"]}}] if "ansible_local" in text else []
+    play_ = {"name": f"{module}'s EXAMPLES", "hosts": host, "gather_facts": False, "pre_tasks": facts, "tasks": tasks}
+    playbook.write_text(yaml.safe_dump([play_], sort_keys=False))
+    extra = {"vaulted_key": "example-key-0123456789", "vault_pve_audit_token": example_site["secret"],
+             "example_dir": str(example_site["dir"]), "ansible_python_interpreter": sys.executable}  # fmt: skip
+    if host != "localhost":
+        extra.pop("ansible_python_interpreter")
+    argv, env = playbook_command(str(playbook), inventory, f"{host},lab-pve", "-e", json.dumps(extra))
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=example_site["dir"], env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert re.search(rf"{host}\s*:\s*ok=[1-9]", proc.stdout), proc.stdout[-2000:]
+    assert "example-key-0123456789" not in proc.stdout  # file_set's secret: no_log

@@ -54,6 +54,16 @@ def test_a_running_job_gives_a_line_of_its_sizes_after_the_slice(module_exits, t
     assert result["progress"] == "staging: copied 1.0 MiB of 3.0 MiB, cache 0 B after 1m15s"
 
 
+def test_a_failed_commands_message_carries_what_it_wrote(module_exits, tmp_path):
+    results = tmp_path / "j1"
+    said = "sglang-stage-model: the model source /srv/m vanished during the copy"
+    failed = {"failed": True, "msg": "non-zero return code", "rc": 1, "stdout": "", "stderr": said + "\n"}
+    results.write_text(json.dumps(failed))
+    ok, result = run(module_exits, results_file=str(results), what="staging", slice=1)
+    assert ok and result["done"] and result["job_failed"]
+    assert result["job_msg"] == f"non-zero return code: {said}"
+
+
 def test_a_job_that_ends_during_the_slice_returns_at_once_with_its_failure(module_exits, tmp_path):
     results = tmp_path / "j1"
     results.write_text('{"started": 1, "finished": 0}')

@@ -1,6 +1,6 @@
 """sglang_services' launcher (files/sglang-launch): SGLang runs as `python -m sglang.launch_server` does, with its
-arguments, while no log record shows a key (SGLang 0.5.12 logs every argument at start, engine.py:773; the
-stand-in does too: tests/unit/lab/test_standin_server.py)."""
+arguments, while no log record shows a key (SGLang 0.5.12 logs every argument at start, engine.py:773, 0.5.23 as a
+dict, engine.py:311; the stand-in does too: tests/unit/lab/test_standin_server.py)."""
 
 import importlib.machinery
 import importlib.util
@@ -27,6 +27,7 @@ log = logging.getLogger("sglang.srt.entrypoints.engine")
 keys = sys.argv[1:]
 log.info(f"server_args=ServerArgs(model_path='/dev/shm/m', api_key={keys[0]!r}, admin_api_key={keys[1]!r}, port=1)")
 log.info("%s=%r then more", "api_key", keys[0])
+log.info(f"server_args={ {'model_path': '/dev/shm/m', 'api_key': keys[0], 'admin_api_key': keys[1]} }")  # 0.5.23
 log.info("nothing secret: %d", 7)
 print("main", __name__, sys.argv[1:] == keys, flush=True)
 """
@@ -50,7 +51,8 @@ def test_the_server_runs_with_its_arguments_and_logs_no_key(fake_sglang, key):
     lines = proc.stderr.splitlines()
     assert lines[0] == "server_args=ServerArgs(model_path='/dev/shm/m', api_key='<redacted>', " \
                        "admin_api_key='<redacted>', port=1)"  # fmt: skip
-    assert lines[1:] == ["api_key='<redacted>' then more", "nothing secret: 7"]
+    as_dict = "server_args={'model_path': '/dev/shm/m', 'api_key': '<redacted>', 'admin_api_key': '<redacted>'}"
+    assert lines[1:] == ["api_key='<redacted>' then more", as_dict, "nothing secret: 7"]
     assert key not in proc.stderr and admin not in proc.stderr
 
 

@@ -27,6 +27,7 @@ UV = "/usr/local/bin/uv"
 PY = "/opt/sglang/venv/bin/python"
 OLD_TEMPLATE = "local:vztmpl/debian-11-gpulxclab_11.0-1_amd64.tar.zst"
 INDEX_FILES = Path("/var/lib/gpulxc-lab/index/files")  # the lab package index's wheels (lab/index/build)
+INSTALL = "sglang_stack: keeping /opt/sglang/venv at /etc/sglang/stack/stack.lock"  # the install job's progress lines
 # what must not change when input is refused: the CT's software and its config
 SNAPSHOT = (
     "find /opt/sglang /opt/gpulxc /etc/sglang /etc/uv /var/lib/gpulxc -maxdepth 2 2>/dev/null | sort;"
@@ -193,8 +194,8 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     proc, changed = play(inventory, "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     reported = changed_tasks(proc)
-    stack = "gpulxc.sglang.sglang_stack : "
-    assert stack + "Resolve the stack once and keep the virtual environment at its lock" in reported
+    # the install is a job: its result, collected after the progress lines, reports the repair
+    assert "gpulxc.sglang.gpulxc : Collect the result of " + INSTALL in reported, reported
     assert re.search(r"nvidia-nvvm 13\.5\.37\s+-> 13\.2\.78, sglang 0\.5\.11\s+-> 0\.5\.12", proc.stdout)
     layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)"
     env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
@@ -244,7 +245,6 @@ def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converg
 
 
 THROTTLE = Path("/var/lib/gpulxc-lab/index.throttle")  # lab/index/serve's: the bytes a second it serves wheels at
-INSTALL = "sglang_stack: keeping /opt/sglang/venv at /etc/sglang/stack/stack.lock"
 
 
 def test_an_install_from_a_throttled_index_prints_its_progress_every_interval(inventory):

@@ -166,7 +166,9 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
     services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration,"
                 " the units and the services' fact")  # fmt: skip
-    stack = "gpulxc.sglang.sglang_stack : Resolve the stack once and keep the virtual environment at its lock"
+    # the install is a job: its result, collected after its progress lines, reports the repair
+    stack = ("gpulxc.sglang.gpulxc : Collect the result of sglang_stack: keeping /opt/sglang/venv at"
+             " /etc/sglang/stack/stack.lock")  # fmt: skip
     cccl = "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)"
     start = "gpulxc.sglang.sglang_services : Start and enable every instance not running or not enabled"
     router_stack = "gpulxc.sglang.sglang_router : Install smg at its pin, its dependencies from one lock"

@@ -3,8 +3,8 @@
 
     python tools/profile_flags.py <sglang wheel> <profile.yml>
 
-Run it in a throwaway venv with only PyYAML, packaging and dill (pure Python; never the project's
-venv), on the release's wheel
+Run it in a throwaway venv with only PyYAML, packaging, dill and msgspec (sglang 0.5.23's
+ServerArgs is a msgspec struct; never the project's venv), on the release's wheel
 (`pip download sglang==<version> --no-deps -d <dir>`): it unpacks the wheel into a temporary
 directory, imports `sglang.srt.server_args` with every module that is not installed (torch,
 transformers, ...) replaced by a permissive stub, calls `ServerArgs.add_cli_args()` on a fresh
@@ -16,6 +16,7 @@ resolved; a choices list that came from a stub is written as `<computed>` and na
 
 from __future__ import annotations
 
+import abc
 import argparse
 import hashlib
 import importlib
@@ -52,9 +53,11 @@ ABSENT = {"torch": {"npu", "hpu", "musa", "mlu"}}
 IMPLIED_NARGS = {"store_true", "store_false", "store_const", "append_const", "count", "BooleanOptionalAction"}
 
 
-class _StubMeta(type):
+class _StubMeta(abc.ABCMeta):
     """A stub class: any attribute is another stub, calling it gives a stub (or, as a decorator,
-    the decorated function), and it can be subclassed, indexed, compared and iterated (empty)."""
+    the decorated function), and it can be subclassed, indexed, compared and iterated (empty).
+    An ABCMeta, so that a class may derive from both a stub and an abc.ABC (sglang 0.5.23's
+    arg groups do); `register` is the stub's own attribute, not ABCMeta's."""
 
     def __new__(mcs, name, bases, namespace, **kwargs):  # class keywords (total=False) go nowhere
         return super().__new__(mcs, name, bases, namespace)
@@ -66,6 +69,9 @@ class _StubMeta(type):
         if name in PROTOCOL:
             raise AttributeError(name)
         return _stub(f"{cls.__qualname__}.{name}")
+
+    def register(cls, *args, **kwargs):  # ABCMeta.register would make a stub a virtual superclass
+        return _stub(f"{cls.__qualname__}.register")
 
     def __call__(cls, *args, **kwargs):
         if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], _StubMeta):
@@ -299,7 +305,7 @@ def main(argv=None):
     header = [
         ", generated from the release's own argparse parser (ServerArgs.add_cli_args) by",
         f"`python tools/profile_flags.py {shlex.quote(options.wheel.name)} {shlex.quote(str(options.profile))}`",
-        "(a venv with PyYAML, packaging and dill only; every other import stubbed) from the PyPI wheel",
+        "(a venv with PyYAML, packaging, dill and msgspec only; every other import stubbed) from the PyPI wheel",
         f"{options.wheel.name},",
         f"sha256 {sha256_file(options.wheel)}.",
         "Do not edit by hand: regenerate. Per flag: its option strings, action (argparse's name for its",

@@ -34,7 +34,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: The profile (name, pythons, packages, cuda, attention_backends, fallback_attention_backend).
+  description:
+    - The profile (name, pythons, packages, cuda, attention_backends, fallback_attention_backend, and flag_names,
+      the flags of the reference's launch command this release spells differently; empty where none is).
   type: list
   elements: dict
 """
@@ -56,37 +58,41 @@ def shipped():
     )
 
 
+def _versions(value):
+    return isinstance(value, dict) and value and all(isinstance(v, (str, int, float)) for v in value.values())
+
+
+def _cuda_problems(cuda):
+    if not isinstance(cuda, dict):
+        return ["cuda must be a mapping (family, runtime, runtime_override, nvrtc)"]
+    errors = [] if _versions(cuda.get("family")) else ["cuda.family must map the compiler wheels to exact versions"]
+    errors += [f"cuda.{key} must be an exact version" for key in ("runtime", "nvrtc")
+               if not isinstance(cuda.get(key), (str, int, float))]  # fmt: skip
+    if not isinstance(cuda.get("runtime_override"), bool):
+        errors.append("cuda.runtime_override must be true or false")
+    return errors
+
+
 def problems(profile):
     """Every way the profile does not fit the schema, one message each."""
     if not isinstance(profile, dict):
         return ["it is not a mapping"]
     errors = []
-
-    def versions(value):
-        return isinstance(value, dict) and value and all(isinstance(v, (str, int, float)) for v in value.values())
-
     if not isinstance(profile.get("name"), str):
         errors.append("name must be a string")
     if not (isinstance(profile.get("pythons"), list) and profile["pythons"]):
         errors.append("pythons must be a list of X.Y versions")
-    if not versions(profile.get("packages")):
+    if not _versions(profile.get("packages")):
         errors.append("packages must map names to exact versions")
-    cuda = profile.get("cuda")
-    if not isinstance(cuda, dict):
-        errors.append("cuda must be a mapping (family, runtime, runtime_override, nvrtc)")
-    else:
-        if not versions(cuda.get("family")):
-            errors.append("cuda.family must map the compiler wheels to exact versions")
-        for key in ("runtime", "nvrtc"):
-            if not isinstance(cuda.get(key), (str, int, float)):
-                errors.append(f"cuda.{key} must be an exact version")
-        if not isinstance(cuda.get("runtime_override"), bool):
-            errors.append("cuda.runtime_override must be true or false")
+    errors += _cuda_problems(profile.get("cuda"))
     backends = profile.get("attention_backends")
     if not (isinstance(backends, dict) and all(isinstance(v, list) and v for v in backends.values())):
         errors.append("attention_backends must map compute capabilities (X.Y) to lists of backends")
     if not isinstance(profile.get("fallback_attention_backend"), str):
         errors.append("fallback_attention_backend must be a backend name")
+    names = profile.get("flag_names", {})
+    if not (isinstance(names, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in names.items())):
+        errors.append("flag_names must map the reference's flag names to this release's")
     return errors
 
 
@@ -111,6 +117,7 @@ def load(term, flags=False):
     cuda = profile["cuda"]
     cuda["family"] = {name: str(version) for name, version in cuda["family"].items()}
     cuda["runtime"], cuda["nvrtc"] = str(cuda["runtime"]), str(cuda["nvrtc"])
+    profile.setdefault("flag_names", {})
     if not flags:
         profile.pop("flags", None)
     return profile

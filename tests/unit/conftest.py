@@ -45,19 +45,24 @@ def trusted(value):
     return value
 
 
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory):
-    """The lab's port of sglang 0.5.12's config merger and parser (lab/standin/sglang/launch_server.py), fed the
-    profile's flag table as the lab's wheel is."""
+def load_standin(directory, profile="sglang-0.5.12"):
+    """The lab's port of sglang's config merger and parser (lab/standin/sglang/launch_server.py), fed the
+    profile's flag table as the lab's wheel of that release is."""
     import importlib.util  # noqa: PLC0415 - only the tests that take this fixture load the stand-in
     import json  # noqa: PLC0415
 
     import yaml  # noqa: PLC0415
 
-    table = tmp_path_factory.mktemp("standin") / "flags.json"
-    table.write_text(json.dumps(yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]))
+    table = directory / "flags.json"
+    table.write_text(json.dumps(yaml.safe_load((REPO / f"profiles/{profile}.yml").read_text())["flags"]))
     spec = importlib.util.spec_from_file_location("standin_config_parser", REPO / "lab/standin/sglang/launch_server.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.FLAGS = table
     return module
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    """The stand-in with sglang 0.5.12's flags."""
+    return load_standin(tmp_path_factory.mktemp("standin"))

@@ -1,8 +1,10 @@
 """The gpulxc lab's stand-in for `python -m sglang.launch_server` of sglang 0.5.12: TEST INFRASTRUCTURE.
+(Under a second profile's stand-in wheel it takes that release's flag table and reports its version; the rest
+is 0.5.12's behaviour.)
 
 It is carried by the lab index's stand-in `sglang` wheel (lab/index/build) and behaves, as far as a
 deployment can tell, like the real server on a GPU:
-- it accepts exactly sglang 0.5.12's flags (flags.json, which lab/index/build writes from the
+- it accepts exactly its release's flags (flags.json, which lab/index/build writes from the
   profile's `flags:` table, itself generated from the real parser) and refuses any other, or a value
   outside a flag's choices, as argparse does;
 - it demands what the real server demands: a CUDA home (deep_gemm asserts one at import: CUDA_HOME, CUDA_PATH,
@@ -47,6 +49,7 @@ import argparse
 import ctypes
 import errno
 import fcntl
+import importlib.metadata
 import json
 import logging
 import os
@@ -63,7 +66,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 FLAGS = Path(__file__).with_name("flags.json")
-FLASHINFER_VERSION = "0.6.11.post1"
+
+
+def _installed(dist, default):
+    """The installed distribution's version (the lab wheel's: the release the stand-in stands in for)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:  # loaded from its file (the unit tests)
+        return default
+
+
+VERSION = _installed("sglang", "0.5.12")
+# FlashInfer's cache directory is per version, the same shape in 0.6.11 and 0.7.2 (jit/env.py:66-70, 382-396)
+FLASHINFER_VERSION = _installed("flashinfer-python", "0.6.11.post1")
 TYPES = {
     "str": str,
     "int": int,
@@ -74,7 +89,16 @@ TYPES = {
     "json_list_type": json.loads,
     "loads": json.loads,
     "nullable_str": lambda v: None if v.lower() in ("none", "null") else v,
+    # sglang 0.5.23's (srt/model_executor/cuda_graph_config.py:237-281): a retired backend, a JSON object
+    "parse_cuda_graph_backend_arg": lambda v: _refuse("tc_piecewise was removed") if v == "tc_piecewise" else v,
+    "parse_cuda_graph_config_arg": lambda v: json.loads(v) if v.startswith("{") else _refuse("must be a JSON object"),
 }
+
+
+def _refuse(message):
+    raise argparse.ArgumentTypeError(message)
+
+
 KERNEL = r"""
 #include <cuda_fp16.h>
 #include <nv/target>
@@ -86,10 +110,13 @@ extern "C" __global__ void gpulxc_standin_decode(__half *out) {
 
 
 # SGLang's own actions, as argparse's: the deprecated switches take no value (DeprecatedAction only
-# warns, DeprecatedStoreTrueAction stores True), LoRAPathAction stores its list of paths.
+# warns, DeprecatedStoreTrueAction stores True), LoRAPathAction stores its list of paths; 0.5.23's
+# DeprecatedStoreConstAction (srt/arg_groups/argparse_actions.py:103-129) takes no value, or one of its
+# choices where the table records no nargs (--monokernel-backend: nargs=None, server_args.py:426-437).
 ACTIONS = {
     "DeprecatedAction": {"action": "store_const", "const": None},
     "DeprecatedStoreTrueAction": {"action": "store_true"},
+    "DeprecatedStoreConstAction": {"action": "store"},
     "LoRAPathAction": {"action": "store"},
     "BooleanOptionalAction": {"action": argparse.BooleanOptionalAction},
 }
@@ -100,6 +127,8 @@ def build_parser():
     for entry in json.loads(FLAGS.read_text()).values():
         names, action = entry["names"], entry["action"]
         kwargs = dict(ACTIONS.get(action, {"action": action}))  # argparse's own: store, store_true
+        if action == "DeprecatedStoreConstAction" and entry.get("nargs") == 0:
+            kwargs = {"action": "store_const", "const": None}
         if action == "BooleanOptionalAction":  # argparse adds the --no- forms itself
             names = [name for name in names if not (name.startswith("--no-") and "--" + name[5:] in names)]
         if "type" in entry:
@@ -447,7 +476,7 @@ def handler_for(state):
                     time.sleep(1.0)  # the generation probe: a healthy /health takes about a second
                 return (HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,)
             model = {"id": name, "object": "model", "owned_by": "sglang", "max_model_len": args.context_length}
-            info = {**vars(args), "status": "ready", "version": "0.5.12"}  # the key too, as the real one
+            info = {**vars(args), "status": "ready", "version": VERSION}  # the key too, as the real one
             routes = {
                 "/model_info": {"model_path": args.model_path, "is_generation": True, "model_type": "stand-in"},
                 "/v1/models": {"object": "list", "data": [model]},
@@ -461,7 +490,7 @@ def handler_for(state):
                 with state.lock:
                     running = state.running
                 load = {"num_running_reqs": running, "num_waiting_reqs": 0, "num_total_reqs": running}
-                return 200, {"timestamp": datetime.now(timezone.utc).isoformat(), "version": "0.5.12",
+                return 200, {"timestamp": datetime.now(timezone.utc).isoformat(), "version": VERSION,
                              "dp_rank_count": 1, "loads": [load],
                              "aggregate": {"total_running_reqs": running, "total_waiting_reqs": 0,
                                            "total_reqs": running}}  # fmt: skip

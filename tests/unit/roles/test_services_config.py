@@ -6,6 +6,7 @@ sglang's config merger or parser would refuse fails the preflight naming its var
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from conftest import load_standin
 from test_services_instances import ROLE, decided, errors, render
 
 REPO = ROLE.parents[1]
@@ -109,3 +110,23 @@ def test_the_h200_inventorys_settings_pass(standin):
     assert facts["_sglang_services_config"]["context-length"] == 4096
     assert (written["cuda-graph-max-bs"], written["mem-fraction-static"]) == (16, 0.3)
     standin.build_parser().parse_args(standin.config_arguments(written))
+
+
+def test_under_the_second_profile_a_renamed_flag_is_written_as_that_release_spells_it(tmp_path):
+    """sglang 0.5.23 calls --mamba-scheduler-strategy --mamba-radix-cache-strategy (profiles/sglang-0.5.23.yml,
+    flag_names): the config holds the new name, the check passes against 0.5.23's table, and 0.5.23's parser takes
+    the file, where the reference's name is refused."""
+    profile = {"sglang_stack_profile": "sglang-0.5.23"}
+    facts = decided(**profile)
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    assert written["mamba-radix-cache-strategy"] == "extra_buffer" and "mamba-scheduler-strategy" not in written
+    assert errors(**profile) == []
+    assert any(
+        "mamba-scheduler-strategy is not a flag" in error
+        for error in errors(**profile, sglang_services_extra_flags={"mamba-scheduler-strategy": "auto"})
+    )
+    release = load_standin(tmp_path, "sglang-0.5.23")
+    args = release.build_parser().parse_args(release.config_arguments(written))
+    assert args.mamba_radix_cache_strategy == "extra_buffer"
+    with pytest.raises(SystemExit):
+        release.build_parser().parse_args(release.config_arguments({**written, "mamba-scheduler-strategy": "auto"}))

@@ -29,6 +29,18 @@ def test_the_table_has_reasoning_parser_auto_and_the_real_choices():
     assert len(FLAGS) > 380 and FLAGS["--model-path"]["names"] == ["--model-path", "--model"]
 
 
+def test_the_second_profiles_table_is_its_own_release_s():
+    """sglang 0.5.23 renamed --mamba-scheduler-strategy (the profile's flag_names) and retired other flags."""
+    flags = yaml.safe_load((REPO / "profiles/sglang-0.5.23.yml").read_text())["flags"]
+    assert flags["--mamba-radix-cache-strategy"]["choices"] == ["auto", "no_buffer", "extra_buffer",
+                                                                "extra_buffer_lazy"]  # fmt: skip
+    assert "--mamba-scheduler-strategy" not in flags and "--cuda-graph-max-bs" not in flags
+    assert flags["--tp-size"]["names"] == ["--tp-size", "--tensor-parallel-size"]
+    assert flags["--disable-cuda-graph"]["action"] == "DeprecatedStoreTrueAction"
+    assert not [flag for flag, entry in flags.items() if entry.get("choices") == "<computed>"]
+    assert "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl" in (REPO / "profiles/sglang-0.5.23.yml").read_text()
+
+
 def test_every_boolean_optional_flag_has_its_no_forms():
     boolean = {flag: entry["names"] for flag, entry in FLAGS.items() if entry["action"] == "BooleanOptionalAction"}
     assert {"--lora-strict-loading", "--experts-shared-outer-loras", "--record-nolora-graph"} <= set(boolean)

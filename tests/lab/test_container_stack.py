@@ -358,6 +358,34 @@ def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
+def test_the_second_profile_resolves_against_its_real_metadata_and_brings_its_own_flag_table(inventory):
+    """sglang-0.5.23 (profiles/): its pins and its real graph from the lab index (recorded from PyPI, extras and
+    all), fix 3 still needed (torch 2.14.1's cuda-toolkit 13.0.3 pins the runtime at 13.0.96), and the stand-in
+    server of that wheel parsing 0.5.23's flags: the reference's --mamba-scheduler-strategy is gone; then back."""
+    second = ("-e", "sglang_stack_profile=sglang-0.5.23")
+    proc, _ = play(inventory, *second, "-e", "cuda_wheels_runtime_override=false")
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and "No solution found" in out and "nvidia-cuda-runtime" in out, out[-3000:]
+    proc, changed = play(inventory, *second)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    installed = freeze().splitlines()
+    for pin in ("sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python==0.7.2",
+                "transformers==5.19.0", "nvidia-cuda-nvcc==13.2.78", "nvidia-cuda-runtime==13.2.75",
+                "nvidia-cuda-nvrtc==13.0.88"):  # fmt: skip
+        assert pin in installed, pin
+    assert "flashinfer-cubin" not in " ".join(installed) and len(installed) > 190  # its own graph, not 0.5.12's
+    assert in_ct(f"{UV} pip check --python {PY}").returncode == 0
+    launch = f"{PY} -m sglang.launch_server --model-path /nonexistent"
+    gone = in_ct(f"{launch} --mamba-scheduler-strategy extra_buffer")
+    assert gone.returncode == 2 and "unrecognized arguments: --mamba-scheduler-strategy" in gone.stderr, gone.stderr
+    bad = in_ct(f"{launch} --mamba-radix-cache-strategy lazy")
+    assert bad.returncode == 2 and "invalid choice: 'lazy'" in bad.stderr, bad.stderr
+    proc, changed = play(inventory, *second)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    proc, _ = play(inventory)  # back to the default for the tests after this one
+    assert proc.returncode == 0 and "sglang==0.5.12" in freeze().splitlines(), proc.stdout[-3000:]
+
+
 def profile_file(tmp_path, pythons):
     """The shipped profile with other Pythons, as a user's own profile file."""
     profile = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())
@@ -368,7 +396,7 @@ def profile_file(tmp_path, pythons):
 
 BAD_INPUT = [
     ({"sglang_stack_profile": "sglang-9.9"},
-     "sglang_stack_profile: there is no profile 'sglang-9.9'. This collection ships ['sglang-0.5.12']"),
+     "sglang_stack_profile: there is no profile 'sglang-9.9'. This collection ships ['sglang-0.5.12', 'sglang-0.5.23']"),  # noqa: E501
     ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
                              "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}},
      "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']"),

@@ -27,10 +27,13 @@ def load_recorder():
 
 
 def versions():
+    """(name, entry) of every stand-in wheel: the recorded version, its older one, the other profiles' versions."""
     for stand_in in DATA["stand_ins"]:
         yield stand_in["name"], stand_in
         if "second" in stand_in:
             yield stand_in["name"], stand_in["second"]
+        for other in stand_in.get("others", []):
+            yield stand_in["name"], other
 
 
 def wheel_metadata(path):
@@ -47,6 +50,7 @@ def test_every_stand_in_in_the_index_carries_the_recorded_metadata(lab_ready):
         assert metadata["Version"] == entry["version"]
         assert (metadata["Requires-Python"] or "") == entry["requires_python"]
         assert (metadata.get_all("Requires-Dist") or []) == entry["requires_dist"], name
+        assert (metadata.get_all("Provides-Extra") or []) == entry["provides_extra"], name
         assert any(m.endswith(".dist-info/GPULXC_LAB_STAND_IN") for m in members)
         # no files but the metadata, except the two that carry something: the stand-in server, CCCL headers
         carried = [m for m in members if ".dist-info/" not in m]
@@ -55,10 +59,17 @@ def test_every_stand_in_in_the_index_carries_the_recorded_metadata(lab_ready):
         if allowed:
             assert carried, name
         checked += 1
-    assert checked == len(DATA["stand_ins"]) + sum("second" in s for s in DATA["stand_ins"])
+    assert checked == sum(1 + ("second" in s) + len(s.get("others", [])) for s in DATA["stand_ins"])
     assert {"sglang", "torch", "sglang-kernel", "flashinfer-python", "flashinfer-cubin", "triton"} <= {
         s["name"] for s in DATA["stand_ins"]
     }
+    # every shipped profile's pins are there (the second profile's graph: its real metadata too)
+    assert set(DATA["profiles"]) == {path.stem for path in (REPO / "profiles").glob("*.yml")}
+    served = {(name, entry["version"]) for name, entry in versions()} | {
+        (e["name"], e["version"]) for e in DATA["real"]
+    }
+    for requirements in DATA["profiles"].values():
+        assert {tuple(r.split("==")) for r in requirements} <= served, requirements
 
 
 def test_the_real_wheels_in_the_index_are_the_recorded_files(lab_ready):
@@ -79,7 +90,7 @@ def test_the_real_wheels_in_the_index_are_the_recorded_files(lab_ready):
 @pytest.fixture(scope="module")
 def pypi_reports():
     """{which: (the recorded entries, pip's report of them)}: PyPI asked again through pip's resolver report
-    (--no-deps, exact pins) for every recorded version, one version of a name per pip call, both calls side by
+    (--no-deps, exact pins) for every recorded version, one version of a name per pip call, the calls side by
     side (each mostly waits on the network)."""
     first_real, other_real = {}, {}
     for entry in DATA["real"]:
@@ -87,9 +98,11 @@ def pypi_reports():
     wanted = {
         "recorded": {s["name"]: s for s in DATA["stand_ins"]} | first_real,
         "second": {s["name"]: s["second"] for s in DATA["stand_ins"] if "second" in s} | other_real,
+        "others": {s["name"]: s["others"][0] for s in DATA["stand_ins"] if s.get("others")},
     }
+    assert all(len(s.get("others", [])) <= 1 for s in DATA["stand_ins"])  # one other profile: one more group
     recorder = load_recorder()
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
         reports = list(pool.map(
             lambda entries: recorder.pip_report([f"{n}=={e['version']}" for n, e in entries.items()], no_deps=True),
             wanted.values(),
@@ -99,7 +112,7 @@ def pypi_reports():
     }
 
 
-@pytest.mark.parametrize("which", ["recorded", "second"])
+@pytest.mark.parametrize("which", ["recorded", "second", "others"])
 def test_the_recorded_metadata_is_pypis(pypi_reports, which):
     wanted, report = pypi_reports[which]
     got = {entry["name"]: entry for entry in report}
@@ -108,6 +121,7 @@ def test_the_recorded_metadata_is_pypis(pypi_reports, which):
         assert got[name]["version"] == entry["version"], name
         assert got[name]["requires_dist"] == entry["requires_dist"], name
         assert got[name]["requires_python"] == entry["requires_python"], name
+        assert got[name]["provides_extra"] == entry["provides_extra"], name
         assert got[name]["filename"] == entry["filename"], name
         if "sha256" in entry:
             assert got[name]["sha256"] == entry["sha256"], name

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import threading
@@ -18,8 +19,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, ct_state, destroy, pct, run_site, side_by_side, task_output
 
 VMID = 980
@@ -308,6 +311,87 @@ def test_a_jit_cache_clear_drains_the_instances_at_the_router_first_and_puts_the
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
+PROMETHEUS, PROMTOOL = Path("/usr/bin/prometheus"), Path("/usr/bin/promtool")  # Debian's (tools/test installs it)
+
+
+def prometheus_api(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/{path}", timeout=10) as response:
+        return json.loads(response.read())["data"]
+
+
+def wait_for(what, check, timeout):
+    deadline = time.monotonic() + timeout
+    while not (found := check()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert found, f"{what}: not within {timeout} s"
+    return found
+
+
+def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fires(inventory, tmp_path):
+    """sglang_monitoring's scrape job, targets and rules, loaded by a real Prometheus (Debian's 2.42): the router
+    and the 8 servers up through the front, the servers' series labelled with their GPU, container and node, the
+    rules valid (promtool) and loaded, and SglangTargetDown firing for a stopped instance."""
+    assert PROMETHEUS.exists() and PROMTOOL.exists(), "Debian's prometheus is not installed: tools/test lab does it"
+    directory = tmp_path / "prometheus"
+    settings = json.dumps({"sglang_monitoring_dir": str(directory), "sglang_monitoring_address": "127.0.0.1",
+                           "sglang_monitoring_scrape_interval": "1s", "sglang_monitoring_down_for": "3s"})  # fmt: skip
+    for expected in (None, 0):
+        proc, changed = run_site(inventory, "ct980", "--tags=monitoring", "-e", settings)
+        assert proc.returncode == 0 and (expected is None or changed == expected), proc.stdout[-3000:]
+    rules = directory / "rules/gpulxc-sglang.rules.yml"
+    checked = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0 and "SUCCESS: 4 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert json.loads((directory / "dashboards/gpulxc-sglang.json").read_text())["uid"] == "gpulxc-sglang"
+    # Prometheus 2.42 has no scrape_config_files (2.43): the job goes into its own scrape_configs
+    job = yaml.safe_load((directory / "scrape/ct980.yml").read_text())["scrape_configs"]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(json.dumps({"global": {"evaluation_interval": "1s"}, "rule_files": [str(rules)],
+                                  "scrape_configs": job}))  # fmt: skip
+    checked = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                               f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+
+        def targets():
+            try:
+                found = prometheus_api(port, "targets")["activeTargets"]
+            except OSError:
+                return None
+            return found if len(found) == 9 and {t["health"] for t in found} == {"up"} else None
+
+        up = wait_for("9 targets up", targets, 60)
+        assert sorted(t["labels"]["instance"] for t in up) == sorted(
+            ["ct980/router"] + [f"ct980/sglang@{n}" for n in range(8)]
+        )
+        series = prometheus_api(port, "query?query=sglang:num_running_reqs")["result"]
+        assert sorted((s["metric"]["gpu"], s["metric"]["container"], s["metric"]["node"]) for s in series) == [
+            (str(n), "ct980", "lab-pve") for n in range(8)]  # fmt: skip
+        # the labels are the server's own (--extra-metric-labels), not only the targets'
+        own = [line for line in request("/metrics", base="http://127.0.0.1:34003")[1].splitlines()
+               if line.startswith("sglang:num_running_reqs{")]  # fmt: skip
+        assert len(own) == 1 and 'container="ct980",node="lab-pve",gpu="3"' in own[0], own
+        router = prometheus_api(port, 'query?query=smg_worker_health{container="ct980"}')["result"]
+        assert len(router) == 8 and {s["metric"]["node"] for s in router} == {"lab-pve"}
+        loaded = [r["name"] for g in prometheus_api(port, "rules")["groups"] for r in g["rules"]]
+        assert sorted(loaded) == ["SglangKvCacheFull", "SglangQueueGrowing", "SglangServerUnhealthy",
+                                  "SglangTargetDown"]  # fmt: skip
+        in_ct("systemctl stop sglang@5.service")
+        firing = wait_for("SglangTargetDown firing for sglang@5", lambda: [
+            a for a in prometheus_api(port, "alerts")["alerts"]
+            if a["labels"]["alertname"] == "SglangTargetDown" and a["state"] == "firing"], 60)  # fmt: skip
+        assert [(a["labels"]["instance"], a["labels"]["gpu"]) for a in firing] == [("ct980/sglang@5", "5")]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        in_ct("systemctl start sglang@5.service")
+    wait_for("8 healthy workers again", lambda: readiness().get("healthy_workers") == 8, 120)
+
+
 def client_key_sources(tmp_path, monkeypatch):
     """{source: (the play's extra arguments, its key)}: where operators keep secrets, each accepted."""
     (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
@@ -427,6 +511,9 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         body = json.dumps({"model": "stand-in", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
         assert request("/v1/chat/completions", KEY, body.encode(), base=https, context=context)[0] == 200
         assert request("/metrics", KEY, base=https, context=context)[0] == 200
+        # each server's metrics, through the front only with a client key
+        assert request("/metrics/workers/7", KEY, base=https, context=context)[0] == 200
+        assert request("/metrics/workers/7", None, base=https, context=context)[0] == 401
         assert request("/get_server_info", KEY, base=https, context=context)[0] == 403  # it holds the server key
         gateway = in_ct("grep -v '^#' /etc/smg/gateway-key").stdout.strip()
         journal = in_ct("journalctl --no-pager -o cat -u smg.service -u smg-front.service -u 'sglang@*'").stdout

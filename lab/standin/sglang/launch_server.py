@@ -496,10 +496,15 @@ def handler_for(state):
                                            "total_reqs": running}}  # fmt: skip
             if self.path == "/metrics" and args.enable_metrics:
                 # the real server's labels (tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt, recorded on the H200)
-                labels = f'engine_type="unified",model_name="{name}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+                # and --extra-metric-labels on every scheduler metric (scheduler_metrics_mixin.py:131-149)
+                pairs = {"engine_type": "unified", "model_name": name, "moe_ep_rank": "0", "pp_rank": "0",
+                         "tp_rank": "0", **(args.extra_metric_labels or {})}  # fmt: skip
+                labels = ",".join(f'{key}="{value}"' for key, value in pairs.items())
+                usage = min(1.0, state.logged_running / float(args.max_running_requests or 64))
                 text = (
                     f"sglang:num_running_reqs{{{labels}}} {float(state.logged_running)}\n"
-                    f"sglang:num_queue_reqs{{{labels}}} 0.0\nsglang:gpulxc_standin 1.0\n"
+                    f"sglang:num_queue_reqs{{{labels}}} 0.0\nsglang:token_usage{{{labels}}} {usage}\n"
+                    f"sglang:gen_throughput{{{labels}}} 0.0\nsglang:gpulxc_standin 1.0\n"
                 )
                 return 200, text.encode(), "text/plain; version=0.0.4"
             return HTTPStatus.NOT_FOUND, {"detail": "Not Found"}

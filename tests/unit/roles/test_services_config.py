@@ -30,7 +30,7 @@ def test_the_default_config_is_the_reference_flags_and_sglang_takes_it(standin):
     facts = decided()
     written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
     # what the check saw, and each instance's own port, NCCL port and memory fraction
-    per_instance = ("port", "nccl-port", "mem-fraction-static")
+    per_instance = ("port", "nccl-port", "mem-fraction-static", "extra-metric-labels")
     assert {k: v for k, v in written.items() if k not in per_instance} == facts["_sglang_services_config"]
     assert written == {
         "model-path": "/dev/shm/Qwen3.6-27B", "served-model-name": "Qwen3.6-27B", "host": "127.0.0.1",
@@ -38,6 +38,7 @@ def test_the_default_config_is_the_reference_flags_and_sglang_takes_it(standin):
         "context-length": 8192, "chunked-prefill-size": 4096, "mamba-scheduler-strategy": "extra_buffer",
         "mamba-ssm-dtype": "bfloat16", "trust-remote-code": True, "enable-metrics": True, "port": 30000,
         "nccl-port": 31000, "mem-fraction-static": 0.88,
+        "extra-metric-labels": '{"container": "ct200", "node": "pve1", "gpu": "0"}',
     }  # fmt: skip
     standin.build_parser().parse_args(standin.config_arguments(written))
     assert errors() == []

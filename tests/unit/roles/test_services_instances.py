@@ -30,6 +30,7 @@ def decided(gpus=8, **extra):
                  "gpulxc_stack_dir": "/opt/sglang", "ansible_managed": "managed",
                  "gpu_preflight_result": {"indexes": list(range(gpus)), "capabilities": ["12.0"] * gpus},
                  "ansible_local": {"gpulxc_stack": STACK}, "sglang_services_model_source": "/mnt/models/m",
+                 "inventory_hostname": "ct200", "pct_container_node": "pve1",
                  **extra}  # fmt: skip
     fact = task(DECIDE)
     templar = Templar(variables={**variables, **trusted(fact["vars"])})

@@ -326,3 +326,24 @@ def gpu_indexes(conf):
              for key, value in section.items() if family(key) == "dev"]  # fmt: skip
     paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
     return sorted({int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu})
+
+
+# lxc.cgroup.devices.allow / lxc.cgroup2.devices.allow: "c 195:* rwm", "c 195:0 rw", "a" ...
+CGROUP_ALLOW_RE = re.compile(r"^c\s+([0-9]+|\*):")
+
+
+def passes_nvidia(conf, majors):
+    """Whether a parsed config passes an NVIDIA device node through: a devN (current or pending) or a raw
+    lxc.mount.entry of a /dev/nvidia* node, or a raw device cgroup rule allowing one of the NVIDIA drivers'
+    character majors (195, and nvidia-uvm's and nvidia-caps' from /proc/devices)."""
+    paths = [identity("dev", value) for section in (conf["main"], conf["pending"])
+             for key, value in section.items() if family(key) == "dev"]  # fmt: skip
+    paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
+    if any(path.startswith("/dev/nvidia") for path in paths):
+        return True
+    for key, value in conf["lxc"]:
+        if re.fullmatch(r"lxc\.cgroup2?\.devices\.allow", key):
+            match = CGROUP_ALLOW_RE.match(value.strip())
+            if match and (match.group(1) == "*" or int(match.group(1)) in majors):
+                return True
+    return False

@@ -25,6 +25,8 @@ description:
     O(config_dir).
   - With O(gpus), the GPUs the node's other containers pass through (RV(gpu_users)), read from their configs
     in O(config_dir) - two containers given one GPU are refused unless both allow it.
+  - With O(gpus), every container config in O(config_dir), this one included, that passes an NVIDIA device through
+    (RV(nvidia_users)) - what decides whether the node still needs its unit that makes the device nodes at boot.
   - With O(pve), the node's Proxmox VE release from C(pveversion -v) - the version of C(pve-manager) and of
     C(pve-container), which decides what the node supports (C(devN) since pve-container 5.0.7) and what it
     applies to a running container at once (a new C(devN) since 6.0.4, PVE 9).
@@ -220,6 +222,17 @@ gpu_users:
   returned: always
   type: dict
   sample: {"201": [0, 1], "202": [2]}
+nvidia_users:
+  description:
+    - The vmids, sorted, of every container config in O(config_dir), this container's included, that passes an
+      NVIDIA device through - a C(devN) (current or pending) or a raw C(lxc.mount.entry) of a C(/dev/nvidia*) node,
+      or a raw C(lxc.cgroup2.devices.allow) (or C(lxc.cgroup.devices.allow)) rule for a major an NVIDIA driver
+      holds (195, nvidia-uvm's, nvidia-caps'). A config that cannot be read or parsed is left out (empty without
+      O(gpus)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["200", "201"]
 driver:
   description: The node's NVIDIA kernel driver (empty version when O(driver_version_file) is missing).
   returned: always
@@ -540,6 +553,27 @@ class Probe:
                 found[match.group(1)] = indexes
         return found
 
+    def nvidia_users(self, majors):
+        """The vmids of the node's container configs (this one's included) that pass an NVIDIA device through."""
+        found = []
+        directory = self.params["config_dir"]
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return found
+        for name in names:
+            match = re.fullmatch(r"([0-9]+)\.conf", name)
+            if not match:
+                continue
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
+                    conf = pctconf.parse(handle.read())
+            except (OSError, pctconf.PctConfError):
+                continue  # as gpu_users
+            if pctconf.passes_nvidia(conf, majors):
+                found.append(match.group(1))
+        return sorted(found, key=int)
+
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()
 
@@ -582,6 +616,8 @@ def main():
     params = module.params
     status = probe.status()
     nodes = device_nodes() if params["gpus"] else []
+    majors = char_devices() if params["gpus"] else []
+    nvidia_majors = {195} | {entry["major"] for entry in majors if entry["name"].startswith("nvidia")}
     module.exit_json(
         changed=False,
         status=status,
@@ -591,7 +627,8 @@ def main():
         device_nodes=nodes,
         gpu_indexes=gpu_indexes(nodes, params["driver_version_file"]) if params["gpus"] else [],
         gpu_users=probe.gpu_users() if params["gpus"] else {},
-        char_devices=char_devices() if params["gpus"] else [],
+        nvidia_users=probe.nvidia_users(nvidia_majors) if params["gpus"] else [],
+        char_devices=majors,
         driver=read_driver(params["driver_version_file"]) if params["gpus"] else {"version": "", "open": False},
         files={path: file_state(path) for path in params["files"]},
         units={name: probe.unit(name) for name in params["units"]},

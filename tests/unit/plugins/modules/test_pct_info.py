@@ -313,3 +313,23 @@ def test_the_gpus_the_nodes_other_containers_pass_through(node):
     assert result["gpu_users"] == {"201": [0, 3], "202": [1, 2]}
     ok, result = run(gpus=False)
     assert ok and result["gpu_users"] == {}
+
+
+def test_the_containers_that_pass_an_nvidia_device_through_this_one_included(node, monkeypatch):
+    lxc = node["lxc"]
+    monkeypatch.setattr(pct_info, "PROC_DEVICES", str(node["lxc"] / "devices"))
+    (lxc / "devices").write_text("Character devices:\n  1 mem\n195 nvidia\n238 nvidia-uvm\n\nBlock devices:\n")
+    (lxc / "200.conf").write_text("dev0: /dev/nvidia5\n")  # this container: listed
+    (lxc / "201.conf").write_text("dev0: /dev/nvidiactl,mode=0666\n")  # the control node alone
+    (lxc / "202.conf").write_text("hostname: b\n\n[pve:pending]\ndev0: /dev/nvidia-uvm\n")  # pending
+    (lxc / "203.conf").write_text("lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n")
+    (lxc / "204.conf").write_text("lxc.cgroup2.devices.allow: c 238:* rwm\n")  # nvidia-uvm's major, by /proc/devices
+    (lxc / "205.conf").write_text("lxc.cgroup.devices.allow = c 195:* rwm\n")  # the v1 form
+    (lxc / "206.conf").write_text("dev0: /dev/fuse\nlxc.cgroup2.devices.allow: c 10:229 rwm\n")  # no NVIDIA device
+    (lxc / "207.conf").write_text("this is not a config\n")  # unparsable: left out
+    (lxc / "1000.conf").write_text("dev1: /dev/nvidia1\n")  # sorted as numbers
+    ok, result = run()
+    assert ok and result["changed"] is False
+    assert result["nvidia_users"] == ["200", "201", "202", "203", "204", "205", "1000"]
+    ok, result = run(gpus=False)
+    assert ok and result["nvidia_users"] == []

@@ -10,9 +10,10 @@ import re
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
-from conftest import changed_tasks, conf_text, destroy, pct, run_site, task_output
+from conftest import TEMPLATE, changed_tasks, conf_text, ct_state, destroy, pct, run_playbook, run_site, task_output
 
 VMID = 990
 ROUTER = "http://127.0.0.1:8990"
@@ -244,4 +245,75 @@ def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
     proc, changed = run_site(inventory, "ct990")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def test_bad_removal_input_fails_before_any_change(inventory):
+    before = ct_state(VMID)
+    for extra, message in [("pct_container_remove_container=maybe", "pct_container_remove_container"),
+                           ("sglang_stack_venv=/opt", "sglang_stack_venv must be an absolute path")]:  # fmt: skip
+        proc, _ = run_playbook("remove.yml", inventory, "ct990", "-e", extra)
+        assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-3000:]
+        assert "changed: " not in proc.stdout
+    assert ct_state(VMID) == before
+
+
+# Removal (playbooks/remove.yml), the module's last test: it removes what the converge made and destroys ct990.
+OTHER = 991  # another CT on the node that passes a GPU (created, not started): the node unit stays for it
+NODE_UNIT = "/etc/systemd/system/gpulxc-nvidia-nodes.service"
+LEFT_INSIDE = (
+    "ls -d /opt/sglang /opt/smg /etc/sglang /etc/smg /var/cache/sglang /var/lib/gpulxc /opt/gpulxc/bin"
+    " /dev/shm/stand-in /usr/local/lib/sglang-*.py /usr/local/lib/smg-*.py"
+    " /etc/systemd/system/sglang* /etc/systemd/system/smg*"
+    " /etc/ansible/facts.d/gpulxc_stack.fact /etc/ansible/facts.d/gpulxc_services.fact"
+    " /etc/ansible/facts.d/gpulxc_router.fact 2>/dev/null;"
+    " systemctl list-units --all --no-legend --plain 'sglang*' 'smg*' | grep -v ' not-found ';"
+    " getent passwd sglang smg"
+)
+
+
+def nvidia_users():
+    """The CT configs on the node other than ct990's and OTHER's that pass an NVIDIA device (someone else's CT)."""
+    return [p.name for p in Path("/etc/pve/lxc").glob("*.conf")
+            if p.stem not in (str(VMID), str(OTHER)) and "/dev/nvidia" in p.read_text()]  # fmt: skip
+
+
+def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_and_the_ct_destroyed(inventory):
+    destroy(OTHER)
+    pct("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:1", "--dev0", "/dev/nvidia0")
+    try:
+        assert in_ct(LEFT_INSIDE).stdout.strip(), "nothing to remove: the converge did not run"
+        # check mode predicts the removal and changes nothing
+        before = ct_state(VMID)
+        proc, changed = run_playbook("remove.yml", inventory, "ct990", "--check", "--diff")
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        assert ct_state(VMID) == before
+
+        proc, changed = run_playbook("remove.yml", inventory, "ct990")
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        print(proc.stdout[-2500:])
+        left = in_ct(LEFT_INSIDE)
+        assert left.stdout.strip() == "", left.stdout
+        assert pct("status", VMID).stdout.strip() == "status: running"
+        assert Path(NODE_UNIT).exists(), "the node unit went while CT 991 passes a GPU"
+        assert "stays on lab-pve: CT 990, CT 991 pass NVIDIA devices" in " ".join(proc.stdout.split())
+
+        # a second run, on the container stopped: it is started, finds nothing, and is stopped again
+        pct("stop", VMID)
+        proc, changed = run_playbook("remove.yml", inventory, "ct990")
+        assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+        assert pct("status", VMID).stdout.strip() == "status: stopped"
+    finally:
+        destroy(OTHER)
+
+    # the container destroyed: no container passes a GPU any more, so the node unit goes; then changed=0
+    assert nvidia_users() == [], f"another CT passes NVIDIA devices (not this test's): {nvidia_users()}"
+    proc, changed = run_playbook("remove.yml", inventory, "ct990", "-e", "pct_container_remove_container=true")
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    print(proc.stdout[-2500:])
+    assert not Path(f"/etc/pve/lxc/{VMID}.conf").exists()
+    assert not Path(NODE_UNIT).exists()
+    proc, changed = run_playbook("remove.yml", inventory, "ct990", "-e", "pct_container_remove_container=true")
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+    proc, changed = run_playbook("remove.yml", inventory, "ct990")
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]

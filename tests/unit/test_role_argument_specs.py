@@ -1,5 +1,6 @@
 """Every role's meta/argument_specs.yml matches its defaults/main.yml (names, and literal defaults)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,31 @@ def test_every_inventory_variable_is_a_role_option(inventory):
     assert names, root
     unknown = sorted(name for name in names if name not in known and not name.startswith(("ansible_", "lab_")))
     assert unknown == [], unknown
+
+
+# The roles with a `remove` entry point (playbooks/remove.yml runs them in this order, the node's last).
+REMOVERS = ["sglang_router", "sglang_services", "sglang_stack", "cuda_surgery", "pct_container"]
+ROLES_DIR = ROLES[0].parent
+
+
+@pytest.mark.parametrize("name", REMOVERS)
+def test_the_remove_entry_point_declares_every_role_variable_it_reads_as_main_does(name):
+    role = ROLES_DIR / name
+    specs = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]
+    remove = specs["remove"]
+    assert remove["short_description"] and remove["description"]
+    main = specs["main"]["options"]
+    for option, spec in remove["options"].items():
+        assert option in main, option
+        for key in ("type", "default", "elements", "choices", "required"):
+            assert spec.get(key) == main[option].get(key), (option, key)
+    text = "".join((role / "tasks" / f).read_text() for f in ("remove.yml", "remove_check.yml"))
+    used = set(re.findall(rf"\b({name}_[a-z0-9_]+)", text)) - {f"{name}_remove_check"}
+    registered = set(re.findall(rf"register: ({name}_[a-z0-9_]+)", text))
+    assert sorted(used - registered - set(remove["options"])) == []
+
+
+def test_the_removal_playbook_runs_each_remove_entry_point_in_reverse_order():
+    text = (ROLES_DIR.parent / "playbooks/remove.yml").read_text()
+    found = re.findall(r"name: gpulxc\.sglang\.([a-z_]+)\n\s+tasks_from: remove\n", text)
+    assert found == REMOVERS

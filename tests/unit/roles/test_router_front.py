@@ -55,7 +55,8 @@ def locations(conf):
 
 def test_with_client_keys_every_route_but_liveness_and_readiness_needs_one():
     found = locations(render("front.conf.j2", sglang_router_api_keys=KEYS))
-    assert set(found) == {"= /liveness", "= /readiness", "= /metrics", "/"}
+    assert set(found) == {"= /liveness", "= /readiness", "= /metrics", "= /metrics/workers/0", "/"}
+    assert "proxy_pass http://127.0.0.1:30000/metrics;" in found["= /metrics/workers/0"]  # the worker's own
     for name, block in found.items():
         guarded = "if ($gpulxc_client = 0)" in block and "return 401" in block
         assert guarded == (name not in ("= /liveness", "= /readiness")), (name, block)

@@ -48,7 +48,7 @@ def role_facts(root, **extra):
         "gpu_preflight_result": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
         "ansible_local": {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3", "flashinfer"]},
                                            "fallback_attention_backend": "triton"}},
-        "_cuda_surgery_cuda_home": CUDA_HOME, **extra,
+        "_cuda_surgery_cuda_home": CUDA_HOME, "inventory_hostname": "ct200", **extra,
     })  # fmt: skip
     tasks = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
     (decide,) = [t for t in tasks if "_sglang_services_plan" in t.get("ansible.builtin.set_fact", {})]

@@ -77,11 +77,20 @@ options:
         O(venv) being a link to the current one. A new lock is installed and checked in its own directory while
         the current one stays as it is, then O(venv) is switched to it in one C(rename) (an instance starting
         then finds either the whole old stack or the whole new one, never a half-installed one); the stack it
-        replaced stays, older ones are removed unless a process still runs from them. A lock whose directory is
+        replaced stays (with O(keep_stacks), the most recent ones), older ones are removed unless a process still
+        runs from them or a unit names them. A lock whose directory is
         there already (a rollback) is switched to without installing it again. A drift of the current stack is
         repaired in place. O(venv) as a plain directory at the lock (before this option) is moved there as it is.
       - Unset, O(venv) is installed in place.
     type: path
+  keep_stacks:
+    description:
+      - With O(stacks_dir), how many stacks stay on disk, the current one included - the current, the one it
+        replaced, then the most recently used (switched to) others; older ones are removed at a switch and at any
+        run that finds more (a lowered count). A stack a process runs from or a unit names stays anyway.
+      - V(1) keeps only the current one (a rollback then installs the old lock again).
+    type: int
+    default: 2
   python:
     description: The interpreter a new stack's virtual environment is made from (C(uv venv --python)).
     type: path
@@ -159,7 +168,7 @@ previous:
   returned: always
   type: str
 pruned:
-  description: Older stacks removed after a switch.
+  description: Older stacks (in check mode, that would be) removed, beyond O(keep_stacks).
   returned: always
   type: list
   elements: str
@@ -378,18 +387,32 @@ class Stack:
             shutil.rmtree(result["previous"], ignore_errors=True)
             os.rename(self.venv, result["previous"])
         self.link(target)
-        # older stacks go, the one replaced stays (what a rollback switches back to), and any a process runs from;
-        # only the directories this module names (nothing else that may live there)
-        for name in sorted(os.listdir(self.stacks)):
-            path = os.path.join(self.stacks, name)
-            if (
-                STACK_NAME.fullmatch(name)
-                and path not in (target, result["previous"])
-                and os.path.isdir(path)
-                and not os.path.islink(path)
-                and not self.in_use(path)
-            ):
-                shutil.rmtree(path)
+        self.prune(target, result["previous"], result)
+
+    def prune(self, target, previous, result):
+        """Beyond keep_stacks (the current one counted), older stacks go: the one replaced stays first (what a
+        rollback switches back to), then the most recently switched to; any a process runs from or a unit names
+        stays. Only the directories this module names (nothing else that may live there)."""
+        if not os.path.isdir(self.stacks):
+            return
+        others = [
+            os.path.join(self.stacks, name)
+            for name in sorted(os.listdir(self.stacks))
+            if STACK_NAME.fullmatch(name)
+            and os.path.join(self.stacks, name) != target
+            and os.path.isdir(os.path.join(self.stacks, name))
+            and not os.path.islink(os.path.join(self.stacks, name))
+        ]  # fmt: skip
+
+        def used_at(path):
+            marker = os.path.join(path, COMPLETE)
+            return os.path.getmtime(marker) if os.path.exists(marker) else 0.0
+
+        ordered = sorted(others, key=lambda path: (path != previous, -used_at(path), path))
+        for path in ordered[max(self.module.params["keep_stacks"] - 1, 0) :]:
+            if not self.in_use(path):
+                if not self.module.check_mode:
+                    shutil.rmtree(path)
                 result["pruned"].append(path)
 
     def repair_current(self, target, locked, result):
@@ -431,11 +454,13 @@ class Stack:
             return
         if current == target and os.path.isdir(target):
             self.repair_current(target, locked, result)
+            self.prune(target, None, result)
             return
         result["switched"] = result["synced"] = True
         diff["before"] += f"# {self.venv} -> {current or 'nothing'}\n"
         diff["after"] += f"# {self.venv} -> {target} (built beside it, then switched to)\n"
         if check:
+            self.prune(target, current, result)  # what the switch would remove (nothing is, in check mode)
             return
         if not os.path.exists(complete):  # new, or cut off before it was complete: made again from the start
             shutil.rmtree(target, ignore_errors=True)
@@ -465,6 +490,9 @@ class Stack:
         result["accepted_check_complaints"] = []
         if self.stacks and lock_text is not None:
             self.stacked(lock_text, locked, result, diff)
+            for path in result["pruned"]:
+                diff["before"] += f"# {path}: a stack\n"
+                diff["after"] += f"# {path}: removed (beyond keep_stacks {self.module.params['keep_stacks']})\n"
             self.drift_diff(result, locked, diff)
             if not check and not result["switched"]:
                 result["accepted_check_complaints"] = self.pip_check(self.python)
@@ -479,7 +507,7 @@ class Stack:
                     self.sync(self.venv, locked, result["damaged"])
             if not check or (os.path.exists(self.python) and not result["synced"]):
                 result["accepted_check_complaints"] = self.pip_check(self.python)
-        result["changed"] = result["resolved"] or result["synced"] or relabelled
+        result["changed"] = result["resolved"] or result["synced"] or relabelled or bool(result["pruned"])
         if self.module._diff and result["changed"]:
             result["diff"] = diff
         return result
@@ -508,9 +536,13 @@ def main():
             "label": {"type": "str", "default": "the caller"},
             "stacks_dir": {"type": "path"},
             "python": {"type": "path", "default": "/usr/bin/python3"},
+            "keep_stacks": {"type": "int", "default": 2},
         },
         supports_check_mode=True,
     )
+    if module.params["keep_stacks"] < 1:
+        module.fail_json(msg=f"keep_stacks is {module.params['keep_stacks']}: at least 1 (the current stack)"
+                         " (sglang_stack_keep_stacks)")  # fmt: skip
     for requirement in module.params["overrides"]:
         if not requirement_name(requirement):
             module.fail_json(msg=f"overrides: {requirement!r} is not a requirement (for example name==1.2.3)")

@@ -67,9 +67,11 @@ def uv(tmp_path, monkeypatch, module_exits):
     return {"venv": venv, "dir": tmp_path / "etc/stack", "stacks": tmp_path / "opt/stacks", "fake": fake}
 
 
-def run(uv, version="0.5.12", *, check=False, diff=False, venv=None, stacks=None):
+def run(uv, version="0.5.12", *, check=False, diff=False, venv=None, stacks=None, keep=None):
     args = {"venv": venv or str(uv["venv"]), "dir": str(uv["dir"]), "stacks_dir": stacks or str(uv["stacks"]),
             "requirements": [f"sglang=={version}"], "_ansible_check_mode": check, "_ansible_diff": diff}  # fmt: skip
+    if keep is not None:
+        args["keep_stacks"] = keep
     with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
         uv_stack.main()
     return info.type is Exit, info.value.args[0]
@@ -131,6 +133,43 @@ def test_older_stacks_are_pruned_unless_a_process_runs_from_them(uv):
     ok, result = run(uv, "0.5.15")
     assert sorted(result["pruned"]) == sorted([first, second]), result["pruned"]
     assert sorted(os.listdir(uv["stacks"])) == sorted(Path(p).name for p in (result["stack"], result["previous"]))
+
+
+def stacks_used_in_order(uv, versions):
+    """One stack per version, switched to in this order, each marked used a minute after the one before."""
+    made = []
+    for minute, version in enumerate(versions):
+        made.append(run(uv, version, keep=9)[1]["stack"])
+        os.utime(Path(made[-1]) / ".gpulxc-stack-complete", (60.0 * minute, 60.0 * minute))
+    return made
+
+
+def test_keep_stacks_keeps_the_current_the_replaced_and_the_most_recently_used(uv):
+    first, second, third = stacks_used_in_order(uv, ["0.5.12", "0.5.13", "0.5.14"])
+    os.utime(Path(first) / ".gpulxc-stack-complete", (999999.0, 999999.0))  # first used after second
+    ok, result = run(uv, "0.5.15", keep=3)
+    assert ok and result["previous"] == third and result["pruned"] == [second], result
+    assert sorted(os.listdir(uv["stacks"])) == sorted(Path(p).name for p in (first, third, result["stack"]))
+
+
+def test_a_lowered_keep_stacks_prunes_without_a_switch_and_check_mode_only_says_so(uv):
+    first, second = stacks_used_in_order(uv, ["0.5.12", "0.5.13"])
+    ok, result = run(uv, "0.5.13", keep=1, check=True, diff=True)
+    assert ok and result["changed"] and result["pruned"] == [first] and Path(first).is_dir(), result
+    assert f"# {first}: removed (beyond keep_stacks 1)" in result["diff"]["after"]
+    ok, result = run(uv, "0.5.13", keep=1)
+    assert ok and result["changed"] and not result["switched"] and result["pruned"] == [first]
+    assert os.listdir(uv["stacks"]) == [Path(second).name]
+    assert run(uv, "0.5.13", keep=1)[1]["changed"] is False
+
+
+def test_keep_stacks_1_still_keeps_a_stack_in_use_and_0_is_refused(uv):
+    first = run(uv)[1]["stack"]
+    uv["fake"]["in_use"] = [first]
+    ok, result = run(uv, "0.5.13", keep=1)
+    assert ok and result["pruned"] == [] and Path(first).is_dir()
+    ok, result = run(uv, "0.5.13", keep=0)
+    assert not ok and result["msg"].startswith("keep_stacks is 0: at least 1 (the current stack)"), result
 
 
 def test_a_failed_build_leaves_the_running_stack_and_a_rerun_builds_it_again(uv):

@@ -40,7 +40,7 @@ deployment can tell, like the real server on a GPU:
   increase --mem-fraction-static.";
 - lab-only timing and faults come from GPULXC_LAB_STANDIN_PLAN, a JSON object keyed by GPU index
   (CUDA_VISIBLE_DEVICES) with load_s, warmup_s and fault (crash_at_start, never_healthy,
-  die_after_s).
+  die_after_s); with only_with (a module name), only in a stack that holds that module.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import ctypes
 import errno
 import fcntl
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -256,6 +257,51 @@ def load_nvrtc():
             ctypes.CDLL(str(candidate))
             return
     die(f"ImportError: {missing}")
+
+
+# The kernel packages sglang 0.5.23 checks at launch, before any model loads (srt/entrypoints/engine.py:1947-1966
+# @ v0.5.23, assert_pkg_version in srt/utils/common.py:2422-2437): flashinfer_python where flashinfer is one of the
+# attention backends, sglang-kernel on CUDA. 0.5.12's checks are not modelled.
+PACKAGE_MINIMUMS = {
+    "0.5.23": (
+        ("flashinfer_python", "0.7.2", True, "Please uninstall the old version and reinstall the latest version by"
+         " following the instructions at https://docs.flashinfer.ai/installation.html."),
+        ("sglang-kernel", "0.4.9", False, "Please reinstall the latest version with"
+         " `pip install sglang-kernel --force-reinstall`"),
+    )
+}  # fmt: skip
+
+
+def _release(text):
+    return tuple(int(part) for part in text.split("+")[0].split(".")[:3] if part.isdigit())
+
+
+def check_packages(backend):
+    for dist, minimum, flashinfer_only, advice in PACKAGE_MINIMUMS.get(VERSION, ()):
+        if flashinfer_only and backend != "flashinfer":
+            continue
+        try:
+            installed = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            die(f"Exception: {dist} with minimum required version {minimum} is not installed. {advice}")
+        if _release(installed) < _release(minimum):
+            die(f"Exception: {dist} is installed with version {installed}, which is less than the minimum"
+                f" required version {minimum}. {advice}")  # fmt: skip
+
+
+def attention_backend(args):
+    """The backend the server runs: the one asked for, else SGLang's default for an MHA model off Hopper and
+    SM100 (the lab's GPUs are SM 12.0): flashinfer where the flashinfer package is importable (and the model has
+    no attention sinks), else triton - 0.5.23: srt/arg_groups/overrides.py:1126-1139 (_attention_backend_default,
+    its log line), model_override_base.py:277-334 (get_default_attn_backend, L331-334), utils/common.py:388-395
+    (is_flashinfer_available: importlib.util.find_spec); the Qwen3.5 hybrids' own default applies on SM100 only
+    (arg_groups/model_overrides/qwen3_5.py:24-27) @ v0.5.23; 0.5.12: server_args.py:2579-2646, L2627."""
+    if args.attention_backend is None:
+        import importlib.util  # noqa: PLC0415
+
+        args.attention_backend = "flashinfer" if importlib.util.find_spec("flashinfer") else "triton"
+        print(f"Attention backend not specified. Use {args.attention_backend} backend by default.", flush=True)
+    return args.attention_backend
 
 
 def check_environment(index):
@@ -590,7 +636,10 @@ def main(argv=None):
     args = parse_args(argv)
     index = gpu_index()
     plan = json.loads(os.environ.get("GPULXC_LAB_STANDIN_PLAN") or "{}").get(str(index), {})
+    if plan.get("only_with") and importlib.util.find_spec(plan["only_with"]) is None:
+        plan = {}  # a plan for the stacks that hold this package only (a new stack's canary, its own fault)
     check_environment(index)
+    check_packages(attention_backend(args))
     if not (Path(args.model_path) / "config.json").is_file():  # transformers' AutoConfig, as the real one
         die(f"OSError: {args.model_path} does not appear to have a file named config.json.")
     log_server_args(args)

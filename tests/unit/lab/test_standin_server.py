@@ -4,6 +4,7 @@ JIT build with the CT's CUDA toolkit is exercised in the lab, never against this
 
 import argparse
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -170,6 +171,44 @@ def test_it_demands_a_cuda_home_nvrtc_and_its_gpu_node_as_the_real_one(monkeypat
         server.check_environment(9999)  # nvrtc from torch's wheels; then no /dev/nvidia9999
     assert loaded == [str(tmp_path / "site/nvidia/cu13/lib/libnvrtc.so.13")]
     assert "no CUDA-capable device is detected (/dev/nvidia9999" in capsys.readouterr().err
+
+
+def test_without_an_attention_backend_it_takes_flashinfer_where_flashinfer_imports_else_triton(monkeypatch, capsys):
+    """SGLang's default for an MHA model on SM 12.x (0.5.23: arg_groups/overrides.py:1126-1139,
+    model_override_base.py:331-334); a backend given is kept."""
+    args = argparse.Namespace(attention_backend=None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "flashinfer" else None)
+    assert server.attention_backend(args) == "flashinfer" and args.attention_backend == "flashinfer"
+    assert "Attention backend not specified. Use flashinfer backend by default." in capsys.readouterr().out
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert server.attention_backend(argparse.Namespace(attention_backend=None)) == "triton"
+    assert server.attention_backend(argparse.Namespace(attention_backend="fa3")) == "fa3"
+
+
+def test_0_5_23_checks_its_kernel_packages_at_launch_as_the_real_one(monkeypatch, capsys):
+    """engine.py:1947-1966 @ v0.5.23: sglang-kernel >= 0.4.9 always, flashinfer_python >= 0.7.2 with flashinfer;
+    the 0.5.12 stand-in checks neither."""
+    versions = {"sglang-kernel": "0.4.10", "flashinfer_python": "0.7.2"}
+
+    def version(dist):
+        if dist not in versions:
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return versions[dist]
+
+    monkeypatch.setattr(server.importlib.metadata, "version", version)
+    monkeypatch.setattr(server, "VERSION", "0.5.23")
+    server.check_packages("flashinfer")
+    versions["flashinfer_python"] = "0.6.11.post1"
+    server.check_packages("triton")  # only where flashinfer runs
+    with pytest.raises(SystemExit):
+        server.check_packages("flashinfer")
+    assert "flashinfer_python is installed with version 0.6.11.post1, which is less than" in capsys.readouterr().err
+    del versions["sglang-kernel"]
+    with pytest.raises(SystemExit):
+        server.check_packages("triton")
+    assert "sglang-kernel with minimum required version 0.4.9 is not installed" in capsys.readouterr().err
+    monkeypatch.setattr(server, "VERSION", "0.5.12")
+    server.check_packages("flashinfer")
 
 
 def get(url, key=None):

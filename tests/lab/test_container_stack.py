@@ -386,6 +386,132 @@ def test_the_second_profile_resolves_against_its_real_metadata_and_brings_its_ow
     assert proc.returncode == 0 and "sglang==0.5.12" in freeze().splitlines(), proc.stdout[-3000:]
 
 
+SECOND = ("-e", "sglang_stack_profile=sglang-0.5.23")
+# one stand-in server of the CT's stack on GPU 0, as a unit starts it (the CUDA environment file, the model's
+# config.json), until /health answers 200 (then its /server_info's attention backend) or it exits; its output
+SERVE = r"""
+import json, subprocess, sys, time, urllib.request
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline and proc.poll() is None:
+    try:
+        if urllib.request.urlopen("http://127.0.0.1:30990/health", timeout=5).status == 200:
+            info = json.load(urllib.request.urlopen("http://127.0.0.1:30990/server_info", timeout=5))
+            print("HEALTHY attention_backend=" + str(info["attention_backend"]))
+            break
+    except OSError:
+        time.sleep(0.5)
+proc.kill()
+print(proc.communicate()[0])
+"""
+
+
+def serve(backend="flashinfer"):
+    """A cold start (FlashInfer 0.7.2's JIT cache emptied, so the JIT build runs): its output."""
+    flag = f" --attention-backend {backend}" if backend else ""
+    in_ct("mkdir -p /tmp/model && echo '{}' >/tmp/model/config.json && rm -rf /var/cache/sglang/.cache/flashinfer"
+          f" && cat >/tmp/serve.py <<'EOF'\n{SERVE}\nEOF")  # fmt: skip
+    return in_ct(ENV + f"CUDA_VISIBLE_DEVICES=0 {PY} /tmp/serve.py {PY} -m sglang.launch_server --model-path /tmp/model"
+                 f" --host 127.0.0.1 --port 30990{flag}").stdout  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def second_profile(inventory):
+    """The module's CT on sglang-0.5.23 for the tests that ask for it, then back on the default."""
+    proc, _ = play(inventory, *SECOND)
+    assert proc.returncode == 0 and "sglang==0.5.23" in freeze().splitlines(), proc.stdout[-3000:]
+    yield
+    proc, _ = play(inventory)
+    assert proc.returncode == 0 and "sglang==0.5.12" in freeze().splitlines(), proc.stdout[-3000:]
+
+
+# The recipe's fixes against sglang 0.5.23, each broken on a CT of that profile: (fix, the break, where the
+# failure shows - the stand-in server's cold start or `uv pip check` -, the error, or None where 0.5.23 still
+# serves without the fix). Sources: the PyPI wheels sglang-0.5.23 (sglang:), flashinfer_python-0.7.2
+# (flashinfer:), as tagged v0.5.23 and v0.7.2. Fix 3 (the runtime >= 13.2 as an override of torch's pin): the
+# test above, which fails the resolve without the override.
+FIXES_0_5_23 = [
+    # 1: torch at sglang's ABI. sglang 0.5.23 states the pin itself (METADATA Requires-Dist torch==2.14.1), so a
+    # resolve cannot pick another; another torch put in by hand breaks the venv's own consistency. (The stand-in
+    # does not model sgl_kernel's undefined symbols of a torch of another ABI.)
+    ("1 torch 2.14.1", f"{UV} pip install -q --python {PY} --no-deps torch==2.11.0", "check", "torch==2.14.1"),
+    # 2: sglang-kernel. Checked at every launch (srt/entrypoints/engine.py:1960-1966, assert_pkg_version in
+    # srt/utils/common.py:2422-2437), before a model loads.
+    (
+        "2 sglang-kernel",
+        f"{UV} pip uninstall -q --python {PY} sglang-kernel",
+        "serve",
+        "sglang-kernel with minimum required version 0.4.9 is not installed",
+    ),
+    # 4: not needed. sglang 0.5.23 and flashinfer-python 0.7.2 require the pip `ninja` wheel (METADATA
+    # Requires-Dist: ninja), its binary is the venv's bin/ninja, and FlashInfer runs `ninja` from PATH
+    # (flashinfer:jit/cpp_ext.py:411-440, run_ninja), which the CUDA environment file starts with the venv's bin.
+    # (The host compiler and Python headers jit_toolchain installs with it are still needed.)
+    ("4 ninja-build", "dpkg -r ninja-build >/dev/null", "serve", None),
+    # 5: not needed. libnvrtc.so.13 is loaded with torch's CUDA libraries from the venv's nvidia/cu13/lib (the
+    # H200 served 0.5.12 without LD_LIBRARY_PATH: tests/gpu/runs/2026-12-02-c); the stand-in models that.
+    (
+        "5 LD_LIBRARY_PATH",
+        "sed -i 's#^LD_LIBRARY_PATH=.*#LD_LIBRARY_PATH=/nowhere#' /etc/sglang/cuda.env",
+        "serve",
+        None,
+    ),
+    # 6: needed. FlashInfer 0.7.2 links -L$cuda_home/lib64 -L$cuda_home/lib64/stubs -lcudart -lcuda
+    # (flashinfer:jit/cpp_ext.py:272-278), sglang's own JIT kernels -L$cuda_home/lib64 -lcudart and the stub
+    # directory lib64/stubs (sglang:kernels/jit/utils/compile/toolchain.py:43-68, 244).
+    (
+        "6 lib64, libcudart.so, the libcuda stub",
+        ENV + "rm $CUDA_HOME/lib64 $CUDA_HOME/lib/stubs/libcuda.so",
+        "serve",
+        "cannot find -lcudart",
+    ),
+    # 7: needed. FlashInfer adds its vendored CCCL with -I (flashinfer:jit/cpp_ext.py:131-175, jit/env.py:407-411)
+    # but sglang's own JIT kernels do not: their include path is tvm-ffi's only (toolchain.py:218-222), and they
+    # include CCCL (<cub/...> in kernels/jit/csrc/mamba/causal_conv1d.cuh, a load_jit build) - the
+    # stand-in's JIT build includes <nv/target> without FlashInfer's -I, as those builds do.
+    (
+        "7 the CCCL headers",
+        ENV + "mv $CUDA_HOME/include/cccl /tmp/cccl.off && mv $CUDA_HOME/include/nv /tmp/nv.off",
+        "serve",
+        "nv/target: No such file or directory",
+    ),
+    # 8: not needed on SM 12.x. Without --attention-backend 0.5.23 picks flashinfer for an MHA model off Hopper and
+    # SM100 where FlashInfer is importable (srt/arg_groups/overrides.py:1126-1139, model_override_base.py:331-334);
+    # the Qwen3.5 hybrids' own default applies on SM100 only (arg_groups/model_overrides/qwen3_5.py:24-27).
+    ("8 --attention-backend flashinfer", None, "serve", None),
+]
+
+
+@pytest.mark.parametrize("case", FIXES_0_5_23, ids=[case[0] for case in FIXES_0_5_23])
+def test_the_second_profile_needs_each_fix_or_serves_without_it(inventory, second_profile, case):
+    """sglang-0.5.23: each of the recipe's fixes broken; a needed one fails with the real 0.5.23's error and a re-run
+    repairs it, one no longer needed leaves the server healthy (a re-run still puts it back)."""
+    fix, break_it, probe, error = case
+
+    def outcome():
+        if probe == "check":
+            proc = in_ct(f"{UV} pip check --python {PY}")
+            return proc.stdout + proc.stderr
+        return serve(None if break_it is None else "flashinfer")
+
+    healthy = "HEALTHY attention_backend=flashinfer"
+    if break_it is not None:
+        assert in_ct(break_it).returncode == 0, fix
+    out = outcome()
+    in_ct("rm -rf /tmp/cccl.off /tmp/nv.off")
+    if error is None:
+        assert healthy in out, out[-3000:]  # 0.5.23 serves without the fix
+    else:
+        assert healthy not in out and error in out, out[-3000:]  # its own error
+    if break_it is None:
+        return
+    proc, changed = play(inventory, *SECOND)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert "sglang==0.5.23" in freeze().splitlines()
+    out = outcome()
+    assert (probe == "check" and in_ct(f"{UV} pip check --python {PY}").returncode == 0) or healthy in out, out[-3000:]
+
+
 def profile_file(tmp_path, pythons):
     """The shipped profile with other Pythons, as a user's own profile file."""
     profile = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())

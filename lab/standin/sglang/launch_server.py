@@ -40,7 +40,7 @@ deployment can tell, like the real server on a GPU:
   increase --mem-fraction-static.";
 - lab-only timing and faults come from GPULXC_LAB_STANDIN_PLAN, a JSON object keyed by GPU index
   (CUDA_VISIBLE_DEVICES) with load_s, warmup_s and fault (crash_at_start, never_healthy,
-  die_after_s); with only_with (a module name), only in a stack that holds that module.
+  die_after_s); with only_with (name or name==version), only in a stack that holds that distribution.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ import ctypes
 import errno
 import fcntl
 import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
@@ -632,12 +631,25 @@ def log_server_args(args):
     logging.getLogger("sglang.srt.entrypoints.engine").info(f"server_args=ServerArgs({fields})")
 
 
+def plan_for(index):
+    """GPULXC_LAB_STANDIN_PLAN's entry for this GPU; one with only_with (name or name==version) only in a stack that
+    holds that distribution (a new stack's own fault, the old stack unharmed)."""
+    plan = json.loads(os.environ.get("GPULXC_LAB_STANDIN_PLAN") or "{}").get(str(index), {})
+    if plan.get("only_with"):
+        name, _, version = plan["only_with"].partition("==")
+        try:
+            held = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            held = None
+        if held is None or (version and held != version):
+            return {}
+    return plan
+
+
 def main(argv=None):
     args = parse_args(argv)
     index = gpu_index()
-    plan = json.loads(os.environ.get("GPULXC_LAB_STANDIN_PLAN") or "{}").get(str(index), {})
-    if plan.get("only_with") and importlib.util.find_spec(plan["only_with"]) is None:
-        plan = {}  # a plan for the stacks that hold this package only (a new stack's canary, its own fault)
+    plan = plan_for(index)
     check_environment(index)
     check_packages(attention_backend(args))
     if not (Path(args.model_path) / "config.json").is_file():  # transformers' AutoConfig, as the real one

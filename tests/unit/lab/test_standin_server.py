@@ -508,3 +508,15 @@ def test_through_the_launcher_the_stand_ins_log_has_no_key(root_logging, capsys)
     server.log_server_args(args)
     logged = capsys.readouterr().err
     assert "it's-a-key" not in logged and "api_key='<redacted>'" in logged and "port=30001" in logged
+
+
+def test_a_plan_with_only_with_applies_only_in_a_stack_holding_that_distribution(monkeypatch):
+    """A new stack's own fault (test_services' canary): the entry applies where the distribution, at that version
+    when one is given, is installed - here pyyaml, which this venv holds - and nowhere else."""
+    held = importlib.metadata.version("pyyaml")
+    for only_with, applies in [("pyyaml", True), (f"pyyaml=={held}", True), ("pyyaml==0.0.1", False),
+                               ("gpulxc-no-such-distribution", False), (None, True)]:  # fmt: skip
+        entry = {"fault": "crash_at_start", **({"only_with": only_with} if only_with else {})}
+        monkeypatch.setenv("GPULXC_LAB_STANDIN_PLAN", json.dumps({"3": entry}))
+        assert server.plan_for(3) == (entry if applies else {}), only_with
+        assert server.plan_for(4) == {}

@@ -43,6 +43,12 @@ options:
   env_file:
     description: The environment file the instances read (C(EnvironmentFile=)); when omitted, no instance is stale.
     type: path
+  instance_env_file:
+    description:
+      - Each instance's own environment file, read after O(env_file) (a later C(EnvironmentFile=)), C(%i) in the path
+        standing for the instance's number. Its lines are compared too, and a variable it sets replaces the one
+        O(env_file) sets (as systemd reads them).
+    type: str
   kept_drop_ins:
     description: Drop-ins the caller writes itself, left out of RV(drop_ins) and RV(drop_in_instances).
     type: list
@@ -231,6 +237,7 @@ def main():
         argument_spec={
             "instances": {"type": "list", "elements": "int", "required": True},
             "env_file": {"type": "path"},
+            "instance_env_file": {"type": "str"},
             "config_dir": {"type": "path"},
             "kept_drop_ins": {"type": "list", "elements": "path", "default": []},
         },
@@ -251,7 +258,16 @@ def main():
     if rc != 0:
         module.fail_json(msg=f"systemctl show failed: {err.strip() or out.strip()}")
     shown = parse_show(out)
-    expected = env_lines(module.params["env_file"])
+    shared = env_lines(module.params["env_file"])
+
+    def expected_for(index):
+        """The lines of env_file, then of the instance's own file, a variable set twice taken from the later."""
+        own = module.params["instance_env_file"]
+        lines = {line.split("=", 1)[0]: line for line in shared}
+        if own:
+            lines.update({line.split("=", 1)[0]: line for line in env_lines(own.replace("%i", str(index)))})
+        return list(lines.values())
+
     kept = set(module.params["kept_drop_ins"])
 
     instances = []
@@ -259,6 +275,7 @@ def main():
         unit = f"sglang@{index}.service"
         props = shown.get(unit, {})
         active, pid = props.get("ActiveState", ""), int(props.get("MainPID") or 0)
+        expected = expected_for(index)
         environ = process_env(pid) if pid > 0 and expected else None
         instances.append({
             "index": index, "unit": unit, "active": active, "enabled": props.get("UnitFileState", ""),

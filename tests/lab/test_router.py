@@ -2,8 +2,9 @@
 index's real wheels) in front of 8 stand-in servers (ports 34000 + i, the router on 8980: lab CTs share the
 host's network). Requests through it land on every instance; a stopped instance is routed around, reported
 unhealthy, and back after a re-run; a rolling restart drains each instance at the router first and loses no
-streamed request (and does lose some with the drain off); a worker removed at the router by hand is put back by
-a re-run; client keys from Ansible Vault are enforced and never shown.
+streamed request (and does lose some with the drain off); an upgrade to the second stack profile and back, under
+streams, loses none either (a canary first); a worker removed at the router by hand is put back by a re-run; client
+keys from Ansible Vault are enforced and never shown; Prometheus scrapes every server and the router.
 """
 
 import concurrent.futures
@@ -206,6 +207,24 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     assert undrained.cut == 0, (undrained.done, undrained.cut)
 
 
+def test_an_upgrade_to_the_second_profile_under_streams_loses_no_request_and_neither_does_going_back(inventory):
+    """sglang-0.5.12 to sglang-0.5.23 under 8 streams through the router: the new stack is built beside the running
+    one, sglang@0 moves to it first alone (its own cold JIT caches; the canary: health, a sampled chat, the smoke
+    chat), then the rest one at a time, each drained at the router first - no stream cut, none refused - and every
+    server reports 0.5.23. Back to sglang-0.5.12 on purpose: nothing installed, its caches warm, the same."""
+    for profile, version in (("sglang-0.5.23", "0.5.23"), ("sglang-0.5.12", "0.5.12")):
+        with Streams() as streams:
+            proc, changed = run_site(inventory, "ct980", "-e", f"sglang_stack_profile={profile}")
+        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+        canary = "gpulxc.sglang.sglang_services : Restart the canary on the new stack, then wait for its health and a"
+        assert "included: " in task_output(proc, canary + " sampled chat"), proc.stdout[-3000:]
+        assert streams.cut == 0 and streams.refused == [] and streams.done > 0, (streams.cut, streams.refused[:3])
+        served = {request("/server_info", base=f"http://127.0.0.1:{34000 + i}")[1]["version"] for i in range(8)}
+        assert served == {version}, served
+    proc, changed = play(inventory)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
 def test_the_router_killed_during_a_rolling_restart_comes_back_and_the_run_restarts_every_instance(inventory):
     """smg SIGKILLed once the rolling restart's second step has restarted its instances: systemd starts it again
     (Restart=always) with every instance from its arguments; the drains and re-admissions it misses are skipped
@@ -287,28 +306,6 @@ def test_a_drain_right_after_a_request_reads_the_live_load_and_waits_for_nothing
     finally:
         proc, result = smg_workers(inventory, urls=[url], state="admitted", timeout=60)
     assert proc.returncode == 0 and result["workers"][url] == "ready", proc.stdout[-2000:]
-
-
-def test_a_jit_cache_clear_drains_the_instances_at_the_router_first_and_puts_them_back(inventory):
-    """A new stack clears the JIT caches, which stops every instance: each is drained at the router first, as a
-    restart is - no stream in flight is cut - and registered again once started (smg health-checks it first)."""
-    # another stack's lock, left so: the caches are then built for it (this CT's plays skip the stack role)
-    assert in_ct("echo '# gpulxc test: another stack' >>/etc/sglang/stack/stack.lock").returncode == 0
-    with Streams() as streams:
-        time.sleep(3)
-        proc, changed = play(inventory)
-    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    drain = "gpulxc.sglang.sglang_services : Drain the instances that run on the old caches at the router first"
-    back = "gpulxc.sglang.sglang_services : Back into the router's rotation - the instances drained for a JIT cache"
-    assert "changed: [ct980]" in task_output(proc, drain), proc.stdout[-3000:]
-    assert "changed: [ct980]" in task_output(proc, back + " clear or a move")
-    assert streams.cut == 0 and streams.done > 0, (streams.cut, streams.done, streams.refused[:3])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and readiness().get("healthy_workers") != 8:
-        time.sleep(1)
-    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
-    proc, changed = play(inventory)
-    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 PROMETHEUS, PROMTOOL = Path("/usr/bin/prometheus"), Path("/usr/bin/promtool")  # Debian's (tools/test installs it)

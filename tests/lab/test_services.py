@@ -2,7 +2,8 @@
 per simulated GPU (ports 32000 + i: lab CTs share the host's network, and CT 200 may serve on 30000 + i),
 health-checked and smoke-tested by sglang_health; one JIT build on a cold cache; the model staged into
 /dev/shm from the node's bind mount, and back by itself after a node reboot; the device cgroup; rolling
-restarts one health-gated instance at a time; JIT caches cleared for a new stack; cold and warm start
+restarts one health-gated instance at a time; a new stack's JIT caches of its own, the instances moving to it one
+at a time; cold and warm start
 times with staggered stand-in delays; an API key from Ansible Vault kept out of output, command lines
 and world-readable files; a crash named with its journal; kill -9 and a stopped unit repaired; the GPU
 list shrunk; bad input refused before any change.
@@ -42,7 +43,7 @@ from conftest import (
 )
 
 VMID = 970
-BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
+FLASHINFER = ".cache/flashinfer/0.6.11.post1/120a"  # FlashInfer's versioned cache under a stack's JIT caches
 HEALTH = (
     "import urllib.request, urllib.error\n"
     "for i in range(8):\n"
@@ -172,9 +173,16 @@ def sampled_chat(index):
     return code, round(time.monotonic() - started, 2)
 
 
-def builds():
-    """{op: builds} of the stand-in's JIT log."""
-    ops = [line.split(" op=")[1].split()[0] for line in in_ct(f"cat {BUILDS}").stdout.splitlines()]
+def jit_dir():
+    """The JIT caches of the stack the servers start from: /var/cache/sglang/stacks/<the stack's directory name>."""
+    fact = json.loads(in_ct("cat /etc/ansible/facts.d/gpulxc_stack.fact").stdout)
+    return "/var/cache/sglang/stacks/" + fact["stack"].rstrip("/").rsplit("/", 1)[1]
+
+
+def builds(directory=None):
+    """{op: builds} of the stand-in's JIT log in a stack's caches (the current stack's by default)."""
+    log = f"{directory or jit_dir()}/{FLASHINFER}/gpulxc-standin-builds.log"
+    ops = [line.split(" op=")[1].split()[0] for line in in_ct(f"cat {log}").stdout.splitlines()]
     return {op: ops.count(op) for op in sorted(set(ops))}
 
 
@@ -322,37 +330,67 @@ JIT_LINE = re.compile(r"\(item=0/1 healthy[^\n]*\(waiting for sglang@0; sglang@0
                       r" (?:(\d+)m)?(\d+)s\)\)")  # fmt: skip
 
 
-def test_a_new_stack_clears_the_jit_caches_first_and_the_first_build_prints_its_progress(inventory):
-    """A new stack: the 8 stop together, the caches go, instance 0 starts alone on the cold cache; its JIT build,
-    slowed to 40 s (the unit's processes run 50 ms a second), shows in the wait's lines (default 20 s slices)."""
-    lock = "/etc/sglang/stack/stack.lock"
-    before = in_ct(f"stat -c %Y {BUILDS}").stdout.strip()
-    in_ct(f"cp {lock} /root/stack.lock.orig && echo '# gpulxc test: another stack' >>{lock}")
+def test_a_new_stack_gets_caches_of_its_own_and_the_instances_move_to_it_one_at_a_time(inventory):
+    """A new stack (one more package: a lock of its own): its JIT caches start cold in a directory of their own;
+    instance 0 moves first and builds them - slowed to 40 s (the unit's processes run 50 ms a second), its build
+    shows in the wait's lines (default 20 s slices) - while the other 7 keep serving on the old stack, then the rest
+    one at a time, never two stopped at once. Back to the old stack: nothing installed, its caches were kept, and
+    every instance starts warm on them (no build)."""
+    old, before = jit_dir(), builds()
+    one_at_a_time = {"sglang_services_restart_batch": 1}  # the role's default (this CT's is all at once)
+    more = ("-e", json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"], **one_at_a_time}))
     since = time.time()
-    try:
-        with slowed_down(VMID, r"^ninja -v ", 40, 50, unit="sglang@0.service") as said:
-            proc, changed = play(inventory)
-        assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    finally:
-        in_ct(f"cp /root/stack.lock.orig {lock}")
-    assert "slowed " in said[0], said
-    seen = [int(m or 0) * 60 + int(sec) for m, sec in JIT_LINE.findall(proc.stdout)]
-    print(seen)
-    assert seen and max(seen) >= 15, (seen, proc.stdout[-3000:])
-    # the 8 stop together: one after another (each waiting on SGLang's drain, 0-5 s) no two stops would overlap
-    stops = stop_times(since)
-    assert max(sum(start <= t < end for start, end in stops.values()) for t, _ in stops.values()) >= 2, stops
-    # the old log went with its cache: one new build of each
-    assert builds() == {"gpulxc_standin_decode": 1, "gpulxc_standin_sampling": 1}
-    assert in_ct(f"stat -c %Y {BUILDS}").stdout.strip() != before
-    assert health() == {str(i): "200" for i in range(8)}
-    proc, changed = play(inventory)  # the lock is back: the caches are cleared once more, then no change
+    with slowed_down(VMID, r"^ninja -v ", 40, 50, unit="sglang@0.service") as said:
+        proc, changed = play(inventory, *more, whole=True)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    proc, changed = play(inventory)
+    new = jit_dir()
+    assert new != old and "slowed " in said[0], (new, old, said)
+    seen = [int(m or 0) * 60 + int(sec) for m, sec in JIT_LINE.findall(proc.stdout)]
+    assert seen and max(seen) >= 15, (seen, proc.stdout[-3000:])
+    stops = stop_times(since)  # one after another: at no moment two instances stopping
+    assert max(sum(start <= t < end for start, end in stops.values()) for t, _ in stops.values()) == 1, stops
+    assert min(stops, key=lambda i: stops[i][0]) == 0  # instance 0 (the cold build) first
+    assert builds(new) == {"gpulxc_standin_decode": 1, "gpulxc_standin_sampling": 1}
+    assert builds(old) == before  # the old stack's caches are kept
+    assert health() == {str(i): "200" for i in range(8)}
+    proc, changed = play(inventory, "-e", json.dumps(one_at_a_time), whole=True)  # back to the old stack
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert jit_dir() == old and builds(old) == before  # warm: no build
+    assert in_ct(f"test -d {new}").returncode == 0  # sglang_stack_keep_stacks 2: the other stack and its caches stay
+    proc, changed = play(inventory, whole=True)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
-OP = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/cached_ops/gpulxc_standin_decode"
+def test_a_new_stack_failing_on_its_canary_is_rolled_back_and_the_run_says_why(inventory):
+    """The new stack's stand-in (the stack holding pycountry 24.6.1) crashes at start on GPU 0 (a lab fault): the
+    canary sglang@0 fails there and the container goes back to the stack it ran - the venv's link, the CUDA environment
+    file, the unit, sglang@0 restarted on it and healthy - while the other 7 never stopped; the run fails naming
+    the canary and why. A run with the inputs back changes what the fault's setting changed, then nothing."""
+    old = in_ct("readlink -f /opt/sglang/venv").stdout.strip()
+    before = main_pids()
+    plan = {"0": {"fault": "crash_at_start", "only_with": "pycountry==24.6.1"}}  # the old stack has 26.2.16
+    extra = json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"],
+                        "sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)}})  # fmt: skip
+    proc, _ = play(inventory, "-e", extra, whole=True)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and "failed on the canary sglang@0" in out, proc.stdout[-3000:]
+    assert "crashes at every start" in out and f"The container is back on {old}" in out, out[-3000:]
+    assert in_ct("readlink -f /opt/sglang/venv").stdout.strip() == old
+    assert f"CUDA_HOME={old}/" in in_ct("cat /etc/sglang/cuda.env").stdout
+    assert f"ExecStart={old}/bin/python " in in_ct("cat /etc/systemd/system/sglang@.service").stdout
+    now = main_pids()
+    assert now[1:] == before[1:] and now[0] != before[0], (before, now)  # only the canary moved, and came back
+    assert in_ct(f"tr '\\0' ' ' </proc/{now[0]}/cmdline").stdout.startswith(f"{old}/bin/python "), now[0]
+    assert health() == {str(i): "200" for i in range(8)}
+    proc, changed = play(inventory, whole=True)
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    assert in_ct("readlink -f /opt/sglang/venv").stdout.strip() == old
+    proc, changed = play(inventory, whole=True)
+    assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def decode_op():
+    return f"{jit_dir()}/{FLASHINFER}/cached_ops/gpulxc_standin_decode"
 
 
 def wait_for(script, deadline_s=60, interval=0.1):
@@ -364,7 +402,7 @@ def wait_for(script, deadline_s=60, interval=0.1):
 
 def test_eight_started_together_on_a_cold_cache_build_the_jit_kernels_once(inventory):
     """As at boot after a new stack: all 8 start at the same moment and race for the build's lock."""
-    in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+    in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {jit_dir()}/.cache/flashinfer")
     since = time.time()
     time.sleep(1)  # start_times reads the journal from a whole second (`--since @<s>`)
     # (reset-failed: the earlier tests' restarts count towards StartLimitBurst; these starts are the test's own)
@@ -382,13 +420,14 @@ def test_a_jit_build_killed_half_way_is_rebuilt_at_the_next_start(inventory):
     """SIGKILL during instance 0's first build, and the truncated library a kill during the link leaves (not in
     ninja's log): FlashInfer 0.6.11 runs ninja at every start (flashinfer/jit/core.py:307-319), and ninja rebuilds
     an output its log lacks, so the next start heals it by itself; a re-run finds no unfinished build left."""
-    in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+    in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {jit_dir()}/.cache/flashinfer")
     # (reset-failed: the earlier tests' restarts count towards StartLimitBurst; these starts are the test's own)
     in_ct("systemctl reset-failed sglang@0.service; systemctl start sglang@0.service")
-    wait_for(f"test -e {OP}/build.ninja")
+    op = decode_op()
+    wait_for(f"test -e {op}/build.ninja")
     in_ct("systemctl kill -s KILL sglang@0.service; systemctl stop sglang@0.service")  # ninja and nvcc die with it
-    assert in_ct(f"test -e {OP}/gpulxc_standin_decode.so").returncode != 0  # killed before its link
-    in_ct(f"head -c 4096 /usr/bin/python3 >{OP}/gpulxc_standin_decode.so")  # what a kill during the link leaves
+    assert in_ct(f"test -e {op}/gpulxc_standin_decode.so").returncode != 0  # killed before its link
+    in_ct(f"head -c 4096 /usr/bin/python3 >{op}/gpulxc_standin_decode.so")  # what a kill during the link leaves
     in_ct("systemctl reset-failed sglang@0.service; systemctl start sglang@0.service")
     wait_for(
         "python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:32000/health\", timeout=5)'",
@@ -417,7 +456,7 @@ def test_cold_start_then_warm_start_with_staggered_delays(inventory):
     extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(plan)},
                         "sglang_services_progress_interval": 1})  # fmt: skip
     try:
-        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {jit_dir()}/.cache/flashinfer")
         since = time.time()
         proc, _ = play(inventory, "-e", extra)
         assert proc.returncode == 0, proc.stdout[-3000:]

@@ -154,10 +154,10 @@ def test_a_percent_sign_in_the_environment_reaches_the_server_as_written():
     assert 'Environment="HF_ENDPOINT=http://proxy/a%%2Fb"' in unit.splitlines()
 
 
-RESTART = "Restart the instances whose configuration or unit changed, a health-gated batch at a time"
+RESTART = "Decide which instances restart, and whether one moves to a new stack first (the canary)"
 
 
-def restarted(changed_paths=(), drop_ins=None, started=(), stale=(), **extra):
+def restarted(changed_paths=(), drop_ins=None, started=(), stale=(), *, what="_restart", **extra):
     """The instances the rolling restart visits; drop_ins: the instances a removed drop-in applied to."""
     facts = decided(**extra)
     restart = task(RESTART, "main.yml")
@@ -173,7 +173,9 @@ def restarted(changed_paths=(), drop_ins=None, started=(), stale=(), **extra):
     unit_changed = Templar(variables={**facts, **results}).template(trusted(note["_sglang_services_unit_changed"]))
     templar = Templar(variables={**facts, **results, "_sglang_services_unit_changed": unit_changed,
                                  **trusted(restart["vars"])})  # fmt: skip
-    return templar.template(trust_as_template("{{ _restart }}"))
+    if what == "_restart":
+        return templar.template(trust_as_template("{{ _restart }}"))
+    return templar.template(trusted(restart["ansible.builtin.set_fact"][what]))
 
 
 def test_the_instances_a_removed_drop_in_applied_to_are_restarted_and_no_others():
@@ -183,6 +185,27 @@ def test_the_instances_a_removed_drop_in_applied_to_are_restarted_and_no_others(
     assert restarted(drop_ins=[3], started=[3]) == []  # started after the reload: it runs without it already
     assert restarted(["/etc/sglang/instance-1.yaml"], drop_ins=[3], stale=[5]) == [1, 3, 5]
     assert restarted(["/etc/systemd/system/sglang@.service"], drop_ins=[3]) == list(range(8))
+
+
+def canary(
+    previous, now="/opt/sglang/stacks/bbbbbbbbbbbbbbbb", changed=("/etc/systemd/system/sglang@.service",), **extra
+):
+    """The canary the restarts start with: the stack the instances ran (their fact) and the one they start now."""
+    stack = {**STACK, "venv": "/opt/sglang/venv", "stack": now}
+    return [i["name"] for i in restarted(changed, what="_sglang_services_canary", sglang_services_venv="/opt/sglang/venv",
+            ansible_local={"gpulxc_stack": stack, "gpulxc_services": {"stack": previous} if previous else {}},
+            _sglang_services_previous_stack=previous, **{"ansible_check_mode": False, **extra})]  # fmt: skip
+
+
+def test_a_new_stack_under_running_instances_makes_the_first_to_restart_a_canary():
+    old = "/opt/sglang/stacks/aaaaaaaaaaaaaaaa"
+    assert canary(old) == ["sglang@0"]
+    assert canary(old, sglang_services_gpus=[3, 5]) == ["sglang@3"]
+    assert canary(old, changed=["/etc/sglang/instance-5.env"], sglang_services_gpus=[3, 5]) == ["sglang@5"]
+    assert canary("/opt/sglang/stacks/bbbbbbbbbbbbbbbb") == []  # the same stack: a plain rolling restart
+    assert canary("") == []  # no stack recorded (a first run, or the fact of an older collection)
+    assert canary(old, changed=[]) == []  # nothing to restart
+    assert canary(old, ansible_check_mode=True) == []
 
 
 def test_a_changed_declared_drop_in_restarts_every_instance_as_a_changed_unit_does():

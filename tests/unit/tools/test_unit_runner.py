@@ -110,12 +110,15 @@ def test_show_gives_the_role_units_command_environment_and_user(tmp_path):
     # the unit's Environment= lines, %i substituted; HOME= overrides the passwd entry's
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["HOME"] == cache and origin["HOME"].startswith("Environment=")
-    assert (env["SGLANG_CACHE_DIR"], env["SGLANG_DG_CACHE_DIR"]) == (f"{cache}/sglang-1", f"{cache}/deep_gemm-1")
+    jit = f"{cache}/stacks/venv"  # the stack's own JIT caches (a venv in place: "venv")
+    assert (env["SGLANG_CACHE_DIR"], env["SGLANG_DG_CACHE_DIR"]) == (f"{jit}/sglang-1", f"{jit}/deep_gemm-1")
     # sglang_services_environment through the template's to_json and systemd's unquoting, byte for byte
     assert {k: env[k] for k in extra_env} == extra_env
-    # cuda_surgery's file: its PATH replaces the manager's, its CUDA_HOME, the shared JIT caches
+    # cuda_surgery's file: its PATH replaces the manager's, its CUDA_HOME; its shared JIT caches replaced by the
+    # stack's own from the instance's file, read after it
     assert env["PATH"].startswith(f"/opt/sglang/venv/bin:{CUDA_HOME}/bin:") and env["CUDA_HOME"] == CUDA_HOME
-    assert env["FLASHINFER_WORKSPACE_BASE"] == cache and env["TVM_FFI_CACHE_DIR"] == f"{cache}/tvm-ffi"
+    assert env["FLASHINFER_WORKSPACE_BASE"] == jit and env["TVM_FFI_CACHE_DIR"] == f"{jit}/tvm-ffi"
+    assert origin["FLASHINFER_WORKSPACE_BASE"] == f"EnvironmentFile={config}/instance-1.env"
     # what systemd adds for User=: USER and LOGNAME; no SHELL for a nologin shell
     assert (env["USER"], env["LOGNAME"]) == (USER, USER) and "SHELL" not in env and env.get("LANG")
     assert next(iter(env)) == "PATH"  # the manager's variable first, its value replaced in place

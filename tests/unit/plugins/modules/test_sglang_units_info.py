@@ -32,7 +32,7 @@ def test_case(case, module_exits, monkeypatch, tmp_path):
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, **kw: "/usr/bin/" + name)
     args = dict(case["input"])
-    for key in ("env_file", "config_dir"):
+    for key in ("env_file", "config_dir", "instance_env_file"):
         if args.get(key):
             args[key] = str(tmp_path / args[key].lstrip("/"))
     with patch_module_args({"_ansible_check_mode": True, **args}), pytest.raises((Exit, Fail)) as info:

@@ -192,9 +192,10 @@ def canary(
 ):
     """The canary the restarts start with: the stack the instances ran (their fact) and the one they start now."""
     stack = {**STACK, "venv": "/opt/sglang/venv", "stack": now}
-    return [i["name"] for i in restarted(changed, what="_sglang_services_canary", sglang_services_venv="/opt/sglang/venv",
-            ansible_local={"gpulxc_stack": stack, "gpulxc_services": {"stack": previous} if previous else {}},
-            _sglang_services_previous_stack=previous, **{"ansible_check_mode": False, **extra})]  # fmt: skip
+    local = {"gpulxc_stack": stack, "gpulxc_services": {"stack": previous} if previous else {}}
+    found = restarted(changed, what="_sglang_services_canary", sglang_services_venv="/opt/sglang/venv",
+                      ansible_local=local, **{"ansible_check_mode": False, **extra})  # fmt: skip
+    return [i["name"] for i in found]
 
 
 def test_a_new_stack_under_running_instances_makes_the_first_to_restart_a_canary():

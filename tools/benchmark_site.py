@@ -31,7 +31,9 @@ NAME = f"ct{VMID}"
 PLAN = {str(i): {"load_s": load, "warmup_s": warm}
         for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])}  # fmt: skip
 DELAY = {int(i): p["load_s"] + p["warmup_s"] for i, p in PLAN.items()}
-BUILDS = "/var/cache/sglang/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
+# the JIT caches of the CT's one stack (a shell glob: each stack has its own, and this CT has one)
+JIT = "/var/cache/sglang/stacks/*"
+BUILDS = f"{JIT}/.cache/flashinfer/0.6.11.post1/120a/gpulxc-standin-builds.log"
 ALL_HEALTHY = (
     'import urllib.request as u; [u.urlopen(f"http://127.0.0.1:{38000 + i}/health", timeout=5) for i in range(8)]'
 )
@@ -145,7 +147,7 @@ def main():
         rows += noop_rows(inventory)
 
         extra = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(PLAN)}})
-        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {JIT}/.cache/flashinfer")
         since = time.time()
         site(inventory, "--tags", "services", "-e", extra)
         cold = start_times(since)
@@ -165,7 +167,7 @@ def main():
                      f"bound {max(DELAY.values())} + 10 = {max(DELAY.values()) + 10} s",
                      f"one after another: {sum(DELAY.values())} s"))  # fmt: skip
 
-        in_ct("systemctl stop sglang@{0..7}.service && rm -rf /var/cache/sglang/.cache/flashinfer")
+        in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {JIT}/.cache/flashinfer")
         in_ct("systemctl start sglang@{0..7}.service")  # all 8 at the same moment, as at boot
         deadline = time.monotonic() + 120
         while in_ct(f"python3 -c '{ALL_HEALTHY}'").returncode:

@@ -532,35 +532,14 @@ class Probe:
             self.module.fail_json(msg="%s: %s" % (path, error))
         return pctconf.normalize("unprivileged", conf["main"].get("unprivileged", "0")) == "1"
 
-    def gpu_users(self):
-        """{vmid: [GPU indexes]} of the node's other container configs that pass GPUs through."""
-        found = {}
+    def node_configs(self):
+        """(vmid, parsed config) of every container config on the node, by name; one that cannot be read or parsed
+        is left out (pmxcfs renamed it away, or another tool's half-written file: not ours to judge)."""
         directory = self.params["config_dir"]
         try:
             names = sorted(os.listdir(directory))
         except OSError:
-            return found
-        for name in names:
-            match = re.fullmatch(r"([0-9]+)\.conf", name)
-            if not match or int(match.group(1)) == self.params["vmid"]:
-                continue
-            try:
-                with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
-                    indexes = pctconf.gpu_indexes(pctconf.parse(handle.read()))
-            except (OSError, pctconf.PctConfError):
-                continue  # pmxcfs renamed it away, or another tool's half-written file: not ours to judge
-            if indexes:
-                found[match.group(1)] = indexes
-        return found
-
-    def nvidia_users(self, majors):
-        """The vmids of the node's container configs (this one's included) that pass an NVIDIA device through."""
-        found = []
-        directory = self.params["config_dir"]
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError:
-            return found
+            return
         for name in names:
             match = re.fullmatch(r"([0-9]+)\.conf", name)
             if not match:
@@ -569,10 +548,21 @@ class Probe:
                 with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as handle:
                     conf = pctconf.parse(handle.read())
             except (OSError, pctconf.PctConfError):
-                continue  # as gpu_users
-            if pctconf.passes_nvidia(conf, majors):
-                found.append(match.group(1))
-        return sorted(found, key=int)
+                continue
+            yield match.group(1), conf
+
+    def gpu_users(self):
+        """{vmid: [GPU indexes]} of the node's other container configs that pass GPUs through."""
+        found = {}
+        for vmid, conf in self.node_configs():
+            indexes = pctconf.gpu_indexes(conf) if int(vmid) != self.params["vmid"] else []
+            if indexes:
+                found[vmid] = indexes
+        return found
+
+    def nvidia_users(self, majors):
+        """The vmids of the node's container configs (this one's included) that pass an NVIDIA device through."""
+        return sorted((vmid for vmid, conf in self.node_configs() if pctconf.passes_nvidia(conf, majors)), key=int)
 
     def unit(self, name):
         return self.run("systemctl", "is-enabled", name)[1].strip()

@@ -95,6 +95,13 @@ options:
     description: The interpreter a new stack's virtual environment is made from (C(uv venv --python)).
     type: path
     default: /usr/bin/python3
+  cache_lock:
+    description:
+      - A file whose exclusive lock (C(flock)) every resolve and install holds while it runs. Containers that share
+        a node's uv cache (a bind mount of one node directory) name the same file in it: run side by side, they
+        download each file once, one after another - the first fills the cache, the others read it.
+      - Unset, nothing is locked (a cache of the container's own).
+    type: path
   failure_hint:
     description: A sentence added to a failed resolve's message, naming the variables that feed it.
     type: str
@@ -172,12 +179,19 @@ pruned:
   returned: always
   type: list
   elements: str
+cache_wait:
+  description: Seconds this run waited for O(cache_lock) (another container's resolve or install on the shared cache).
+  returned: always
+  type: float
 """
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import damaged_files, site_dirs
@@ -224,10 +238,31 @@ class Stack:
         self.want_requirements = header + fragment_text([(params["label"], params["requirements"])])
         self.want_overrides = fragment_text([(params["label"], params["overrides"])])
         self.overridden = {requirement_name(line) for line in self.want_overrides.splitlines()} - {None}
+        self.cache_wait = 0.0  # seconds waited for cache_lock
+
+    @contextlib.contextmanager
+    def cache_locked(self):
+        """Hold cache_lock's exclusive lock (when set), adding the seconds waited for it to cache_wait."""
+        path = self.module.params["cache_lock"]
+        if not path:
+            yield
+            return
+        started = time.monotonic()
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except OSError as err:
+            self.module.fail_json(msg=f"cannot open the shared uv cache's lock {path}: {err.strerror}"
+                                  " (uv_venv_cache_dir names the cache: it must be writable in the CT)")  # fmt: skip
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            self.cache_wait += time.monotonic() - started
+            yield
+        finally:
+            os.close(handle)  # and the lock with it
 
     def resolve(self):
         """Compile into temporary files; return the lock text or fail, leaving the old files."""
-        with tempfile.TemporaryDirectory(prefix="uv_stack.") as tmp:
+        with tempfile.TemporaryDirectory(prefix="uv_stack.") as tmp, self.cache_locked():
             requirements = os.path.join(tmp, "requirements.in")
             overrides = os.path.join(tmp, "overrides.txt")
             lock = os.path.join(tmp, "stack.lock")
@@ -308,10 +343,11 @@ class Stack:
         """Install the lock into venv exactly (reinstalling the damaged distributions) and check it is there."""
         python = os.path.join(venv, "bin", "python")
         reinstall = [arg for name in damaged for arg in ("--reinstall-package", name)]
-        rc, _out, err = self.module.run_command(
-            [self.uv, "pip", "sync", "--require-hashes", "--python", python, *self.index_args, *reinstall,
-             self.lock_path]
-        )  # fmt: skip
+        with self.cache_locked():
+            rc, _out, err = self.module.run_command(
+                [self.uv, "pip", "sync", "--require-hashes", "--python", python, *self.index_args, *reinstall,
+                 self.lock_path]
+            )  # fmt: skip
         if rc != 0:
             self.module.fail_json(
                 msg=f"uv pip sync of {self.lock_path} failed (a file the index does not serve, or whose sha256"
@@ -508,6 +544,7 @@ class Stack:
             if not check or (os.path.exists(self.python) and not result["synced"]):
                 result["accepted_check_complaints"] = self.pip_check(self.python)
         result["changed"] = result["resolved"] or result["synced"] or relabelled or bool(result["pruned"])
+        result["cache_wait"] = round(self.cache_wait, 1)
         if self.module._diff and result["changed"]:
             result["diff"] = diff
         return result
@@ -537,6 +574,7 @@ def main():
             "stacks_dir": {"type": "path"},
             "python": {"type": "path", "default": "/usr/bin/python3"},
             "keep_stacks": {"type": "int", "default": 2},
+            "cache_lock": {"type": "path"},
         },
         supports_check_mode=True,
     )

@@ -21,7 +21,8 @@ def variables(**extra):
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
     return {**trusted(defaults), "proxmox_vmid": 200, "inventory_hostname": "ct200", "pct_container_node": "pve",
             "hostvars": {"pve": {}}, "pct_container_probe_result": {"skipped": True, "changed": False},
-            "pct_container_installer_stat_result": {"skipped": True}, **extra}  # fmt: skip
+            "pct_container_installer_stat_result": {"skipped": True}, "ansible_play_hosts_all": [],
+            **extra}  # fmt: skip
 
 
 def errors(**extra):
@@ -129,3 +130,49 @@ def test_the_overlap_is_a_refusal_naming_both_containers_and_the_gpu():
     (message,) = errors(_pct_container_gpu_indexes=[0, 1], _pct_container_gpu_overlaps="CT 201 (ct201) asks for GPU 1")
     assert "CT 200 (ct200) asks for GPU(s) 0, 1" in message and "CT 201 (ct201) asks for GPU 1" in message
     assert "pct_container_gpus_shared: true on both" in message
+
+
+def leader(me, hosts):
+    """_pct_container_node_leader for `me` among the play's hosts {host: hostvars} (in play order)."""
+    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
+    extra = {"inventory_hostname": me, "pct_container_node": hosts[me]["pct_container_node"],
+             "hostvars": hosts, "ansible_play_hosts": list(hosts)}  # fmt: skip
+    return Templar(variables={**variables(**extra), **trusted(role_vars)}).template(
+        trust_as_template("{{ _pct_container_node_leader }}")
+    )
+
+
+def test_each_node_has_one_leader_the_first_gpu_container_of_the_play_on_it():
+    hosts = {
+        "ct300": {"inventory_hostname": "ct300", "pct_container_node": "pve", "pct_container_gpu_passthrough": "none"},
+        "ct301": {"inventory_hostname": "ct301", "pct_container_node": "pve"},
+        "ct302": {"inventory_hostname": "ct302", "pct_container_node": "pve2"},
+        "ct303": {"inventory_hostname": "ct303", "pct_container_node": "pve"},
+        "ct304": {"inventory_hostname": "ct304", "pct_container_node": "pve2"},
+    }
+    assert {host: leader(host, hosts) for host in hosts if host != "ct300"} == {
+        "ct301": "ct301", "ct303": "ct301", "ct302": "ct302", "ct304": "ct302"}  # fmt: skip
+    del hosts["ct301"]  # failed before the node's steps: the next one of its node leads
+    assert leader("ct303", hosts) == "ct303"
+
+
+def test_containers_of_one_node_that_disagree_on_its_boot_unit_are_refused_naming_each():
+    def node_errors(me, peers):
+        defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())  # as hostvars have them
+        hostvars = {host: {**defaults, "inventory_hostname": host, "pct_container_node": "pve", **v}
+                    for host, v in peers.items()}  # fmt: skip
+        return errors(**{**peers[me], "inventory_hostname": me, "hostvars": {"pve": {}, **hostvars},
+                         "ansible_play_hosts_all": list(peers)})  # fmt: skip
+
+    same = {"ct200": {}, "ct201": {"pct_container_nvidia_caps": False}}
+    assert node_errors("ct200", same) == []
+    caps = {"ct200": {}, "ct201": {"pct_container_nvidia_caps": True}}
+    (message,) = node_errors("ct200", caps)
+    assert "the containers of node pve in this run disagree on its boot unit" in message
+    assert "pct_container_nvidia_caps (ct200 false, ct201 true)" in message
+    (message,) = node_errors("ct201", {"ct200": {}, "ct201": {"pct_container_boot_unit": False}})
+    assert "pct_container_boot_unit (ct200 true, ct201 false)" in message
+    other_node = {"ct200": {}, "ct201": {"pct_container_nvidia_modprobe": "/opt/nv", "pct_container_node": "pve2"}}
+    assert node_errors("ct200", other_node) == []
+    no_gpu = {"ct200": {}, "ct201": {"pct_container_nvidia_caps": True, "pct_container_gpu_passthrough": "none"}}
+    assert node_errors("ct200", no_gpu) == []

@@ -5,7 +5,11 @@ uv is replaced by a recorder that answers like uv 0.13.9 does (its `pip check` l
 real run against the lab index); the lab suite runs the module with the real uv.
 """
 
+import fcntl
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -362,3 +366,37 @@ def test_files_another_step_owns_are_left_out_of_the_file_check(uv):
     (pkg / "__init__.py").unlink()
     ok, result = run(uv, requirements=PROFILE, unchecked=["sglang/*.cubin"])
     assert ok and result["damaged"]["sglang"]["files"] == 1, result
+
+
+def test_with_a_shared_cache_lock_the_resolve_and_install_wait_for_the_other_container_holding_it(uv, tmp_path):
+    """cache_lock: containers sharing a node's uv cache run their resolve and install one after another, so the
+    first fills the cache and the others read it. Here the test holds the lock as another container's install would."""
+    lock = tmp_path / "uv-shared" / "gpulxc-install.lock"
+    lock.parent.mkdir()
+    other = os.open(lock, os.O_WRONLY | os.O_CREAT)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(run(uv, requirements=PROFILE, cache_lock=str(lock))),
+                              daemon=True)  # fmt: skip
+    worker.start()
+    try:
+        time.sleep(0.5)
+        ran = list(uv["fake"]["calls"])
+    finally:
+        os.close(other)
+    worker.join(10)
+    assert ran == [], f"uv ran {ran} while another container held the shared cache's lock"
+    ok, result = outcome[0]
+    assert ok, result
+    assert uv["fake"]["calls"][:1] == ["compile"] and "sync" in uv["fake"]["calls"]
+    assert result["cache_wait"] >= 0.5 and result["synced"]
+    # the lock is given back: a second run on its own does not wait
+    ok, result = run(uv, requirements=PROFILE, cache_lock=str(lock))
+    assert ok and not result["changed"] and result["cache_wait"] < 0.5
+
+
+def test_a_shared_cache_lock_that_cannot_be_made_fails_naming_the_variable(uv, tmp_path):
+    ok, result = run(uv, requirements=PROFILE, cache_lock=str(tmp_path / "not-mounted" / "gpulxc-install.lock"))
+    assert not ok
+    assert "cannot open the shared uv cache's lock" in result["msg"] and "uv_venv_cache_dir" in result["msg"]
+    assert uv["fake"]["calls"] == [] and not uv["dir"].exists()

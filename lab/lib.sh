@@ -9,6 +9,8 @@ LAB_TEMPLATE=debian-12-gpulxclab_12.0-1_amd64.tar.zst
 LAB_TEMPLATE_OLD=debian-11-gpulxclab_11.0-1_amd64.tar.zst
 LAB_TEMPLATE_JIT=debian-12-gpulxclab-jit_12.0-2_amd64.tar.zst
 LAB_SSH_PORT=${GPULXC_LAB_SSH_PORT:-2222}
+# The second node's sshd (lab/setup 5b): the same machine, seen as the cluster's other node.
+LAB_SSH_PORT2=${GPULXC_LAB_SSH_PORT2:-2223}
 LAB_INDEX_PORT=${GPULXC_LAB_INDEX_PORT:-3141}
 LAB_INDEX=$LAB_STATE/index
 # Real wheels downloaded once for the lab index; kept by `lab/teardown --keep-template` like the template.
@@ -111,18 +113,28 @@ lab_without_inherited_fds() {
   /usr/bin/python3 -c 'import os, sys; os.closerange(3, os.sysconf("SC_OPEN_MAX")); os.execvp(sys.argv[1], sys.argv[1:])' "$@"
 }
 
-# The pmxcfs stand-in (lab/pmxcfs) on /etc/pve/nodes/<node>, backed by $LAB_STATE/pmxcfs; a dead
-# mount left by a killed daemon is replaced, so the CT configs in the backing store come back.
+# The pmxcfs stand-in (lab/pmxcfs) on /etc/pve/nodes/<node>, backed by STORE ($LAB_STATE/pmxcfs by default); a
+# dead mount left by a killed daemon is replaced, so the CT configs in the backing store come back.
+#   lab_mount_pmxcfs NODE [STORE]
 lab_mount_pmxcfs() {
-  local dir=/etc/pve/nodes/$1
+  local dir=/etc/pve/nodes/$1 store=${2:-$LAB_STATE/pmxcfs}
   lab_clear_dead_mount "$dir"
   install -d -m 0755 "$dir"
   mountpoint -q "$dir" && return 0
-  install -d -m 0755 "$LAB_STATE/pmxcfs"
+  install -d -m 0755 "$store"
   # configs written before the mount (an older lab) move into the stand-in's backing store
   if [[ -n $(ls -A "$dir") ]]; then
-    cp -a "$dir/." "$LAB_STATE/pmxcfs/"
+    cp -a "$dir/." "$store/"
     find "$dir" -mindepth 1 -delete
   fi
-  lab_without_inherited_fds /usr/bin/python3 "$LAB_HERE/pmxcfs" "$LAB_STATE/pmxcfs" "$dir"
+  lab_without_inherited_fds /usr/bin/python3 "$LAB_HERE/pmxcfs" "$store" "$dir"
+}
+
+# The second node's sshd (lab/setup 5b) by its pid file and command line; its pid on stdout.
+lab_node2_sshd_pid() {
+  local pid
+  [[ -s $LAB_STATE/ssh/sshd-node2.pid ]] || return 1
+  pid=$(cat "$LAB_STATE/ssh/sshd-node2.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$LAB_STATE/ssh/sshd_config-node2" &&
+    echo "$pid"
 }

@@ -35,17 +35,29 @@ def test_setup_refuses_a_real_proxmox_node(lab_ready):
     assert "this is a real Proxmox VE node (/usr/share/perl5/PVE exists)" in proc.stderr
 
 
+def on_node2(*cmd):
+    """A command as the lab's second node (lab/setup 5b): in its sshd's namespaces."""
+    pid = Path("/var/lib/gpulxc-lab/ssh/sshd-node2.pid").read_text().strip()
+    return run("nsenter", "-t", pid, "-m", "-u", "--", *cmd)
+
+
 def test_teardown_removes_what_setup_made_then_setup_restores_it(lab_ready):
     pct("create", 905, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4")
     pct("start", 905)
+    # and one on the second node, running
+    assert on_node2("/usr/sbin/pct", "create", "906", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4",
+                    "--start", "1").returncode == 0  # fmt: skip
+    assert run("lxc-info", "-n", "906", "-s").stdout.split()[-1] == "RUNNING"
     proc = run(str(REPO / "lab/teardown"), "--keep-template")
     assert proc.returncode == 0, proc.stderr
     try:
         left = [path for path in LAB_MADE if os.path.lexists(path)]
         assert left == []
-        assert not Path("/var/lib/gpulxc-lab/lvm-thin/pve/data/vm-905-disk-0").exists()
-        assert not Path("/var/lib/lxc/905").exists()
-        assert run("ss", "-ltn", "sport = :2222").stdout.count("LISTEN") == 0
+        for vmid in (905, 906):
+            assert not Path(f"/var/lib/gpulxc-lab/lvm-thin/pve/data/vm-{vmid}-disk-0").exists()
+            assert not Path(f"/var/lib/lxc/{vmid}").exists()
+        for port in (2222, 2223):
+            assert run("ss", "-ltn", f"sport = :{port}").stdout.count("LISTEN") == 0
         assert Path("/var/lib/vz/template/cache", TEMPLATE.split("/")[-1]).exists()  # --keep-template
     finally:
         proc = run(str(REPO / "lab/setup"))
@@ -74,6 +86,15 @@ def test_setup_recovers_a_lab_whose_processes_were_killed(lab_ready):
         assert proc.returncode == 0, proc.stderr
         assert "detaching /etc/pve/nodes/" in proc.stdout
         assert "rootfs: " in conf_text(907)
-        assert run("ss", "-ltn", "sport = :2222").stdout.count("LISTEN") == 1
+        for port in (2222, 2223):
+            assert run("ss", "-ltn", f"sport = :{port}").stdout.count("LISTEN") == 1
+        # the stand-ins alone killed: the second node's sshd lives on with a view of /etc/pve holding their dead
+        # mounts, so setup starts it again
+        assert run("pkill", "-KILL", "-f", "pmxcfs /var/lib/gpulxc-lab/pmxcfs").returncode == 0
+        time.sleep(0.5)
+        proc = run(str(REPO / "lab/setup"))
+        assert proc.returncode == 0 and "restarting the sshd of lab-pve2" in proc.stdout, (proc.stdout, proc.stderr)
+        seen = on_node2("sh", "-c", "hostname; readlink /etc/pve/lxc; test -d /etc/pve/nodes/lab-pve2/lxc && echo ok")
+        assert seen.stdout.split() == ["lab-pve2", "nodes/lab-pve2/lxc", "ok"], seen
     finally:
         destroy(907)

@@ -754,11 +754,12 @@ STAGING = f"sglang_services: staging {FAULT_MODEL} in /dev/shm/stand-in"
 
 def test_a_slowed_model_copy_prints_its_progress_every_interval(inventory):
     """The staged model gone from /dev/shm: the run copies it again (256 MiB in 129 files), the copy slowed to run
-    1 ms a second for 30 s; the wait prints a line every 5 s (sglang_services_progress_interval) with the copy
-    growing of its total, the last one saying it ended; a re-run changes nothing."""
+    3 ms a second for 30 s (1 ms let nothing through on a loaded machine); the wait prints a line every 5 s
+    (sglang_services_progress_interval) with the copy growing of its total, the last one saying it ended; a re-run
+    changes nothing."""
     in_ct("rm -rf /dev/shm/stand-in")
     extra = json.dumps({**FAULT_SOURCE, "sglang_services_progress_interval": 5})
-    with slowed_down(VMID, "sglang-stage-model.py --source", 30, 1) as said:
+    with slowed_down(VMID, "sglang-stage-model.py --source", 30, 3) as said:
         proc, changed = play(inventory, "-e", extra)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert "slowed " in said[0], said

@@ -1,0 +1,213 @@
+"""A fleet in one run: three CTs on the lab's two nodes - ct940 and ct941 on lab-pve, sharing the node's uv cache
+(an mpN bind mount of one node directory), ct942 on lab-pve2 (lab/setup 5b: the same machine through an sshd that
+answers as the cluster's second node) with that node's own cache - converged by one `site.yml` run, side by side.
+
+- The node's own steps (the boot unit, its device nodes) are done by one container a node (the first of the run on
+  it), the nodes' side by side.
+- Each node downloads each file once: its containers resolve and install one after another (uv_stack cache_lock),
+  the first filling the cache. Counted from the lab index's log (`<path> <status> <bytes>` per response).
+- `rolling.yml` moves a new stack through the fleet one container at a time: the first whole before the second
+  begins, whose canary fails (a lab fault) and is rolled back, which stops the run with the third untouched; a
+  whole run (site.yml, side by side) moves the rest, and the next changes nothing.
+Lab CTs share the host's network: each has its own ports. Two GPUs each, apart (the stand-in shares /dev/nvidia*).
+"""
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import REPO, destroy, pct, playbook_command, task_output
+
+STATE = Path("/var/lib/gpulxc-lab")
+CACHES = STATE / "test-fleet-caches"
+INDEX_LOG = STATE / "index.log"
+NODE2 = (STATE / "node2").read_text().strip() if (STATE / "node2").exists() else "lab-pve2"
+NEW_STACK = {"sglang_stack_extra_packages": ["pycountry==24.6.1"]}  # one more package: a lock of its own
+# the new stack's stand-in crashes at start on ct941's first GPU (2): its canary, sglang@2 (instances are named and
+# ported by GPU index)
+PLAN = {"2": {"fault": "crash_at_start", "only_with": "pycountry==24.6.1"}}
+CTS = {
+    940: {"node": "lab-pve", "gpus": [0, 1], "port": 34000},
+    941: {"node": "lab-pve", "gpus": [2, 3], "port": 34100},
+    942: {"node": NODE2, "gpus": [4, 5], "port": 34200},
+}
+UNIT_TASK = "Install the node unit that creates the NVIDIA device nodes at boot"
+LIMIT = ",".join(f"ct{vmid}" for vmid in CTS)
+
+
+def node2_pid():
+    return (STATE / "ssh/sshd-node2.pid").read_text().strip()
+
+
+def pct_at(vmid, *args, check=True):
+    """`pct` on the CT's node: lab-pve2's through its namespaces (its host name and its /etc/pve links)."""
+    if CTS[vmid]["node"] == "lab-pve":
+        return pct(*args, check=check)
+    argv = ["nsenter", "-t", node2_pid(), "-m", "-u", "--", "/usr/sbin/pct", *map(str, args)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert not check or proc.returncode == 0, (argv, proc.stderr)
+    return proc
+
+
+def in_ct(vmid, script):
+    return pct_at(vmid, "exec", vmid, "--", "/bin/bash", "-c", script, check=False).stdout
+
+
+def write_inventory(path, faults=None):
+    """The fleet's inventory; faults: {vmid: stand-in plan} for those CTs' servers."""
+    hosts = {}
+    for vmid, ct in CTS.items():
+        cache = CACHES / ct["node"]
+        hosts[f"ct{vmid}"] = {
+            "proxmox_vmid": vmid, "pct_container_node": ct["node"], "pct_container_gpus": ct["gpus"],
+            "pct_container_mounts": [
+                {"host_path": str(STATE / "models"), "ct_path": "/mnt/models", "read_only": True},  # as inventories/lab
+                {"host_path": str(cache), "ct_path": "/var/cache/uv-shared", "read_only": False}],
+            "uv_venv_cache_dir": "/var/cache/uv-shared",
+            "sglang_services_port_base": ct["port"], "sglang_services_nccl_port_base": ct["port"] + 50,
+            "sglang_router_port": 8000 + vmid, "sglang_router_prometheus_port": 29000 + vmid,
+            "sglang_router_health_check_interval": 2,
+            **({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(faults[vmid])}}
+               if faults and vmid in faults else {}),
+        }  # fmt: skip
+        if ct["node"] != "lab-pve":
+            hosts[f"ct{vmid}"]["ansible_port"] = 2223  # the CT is reached through its node's sshd
+    path.write_text(json.dumps({"sglang_containers": {"hosts": hosts}}))
+    return path
+
+
+def destroy_all():
+    for vmid in CTS:
+        if CTS[vmid]["node"] == "lab-pve":
+            destroy(vmid)
+        elif Path(f"/etc/pve/nodes/{NODE2}/lxc/{vmid}.conf").exists():
+            pct_at(vmid, "destroy", vmid, "--force", "1")
+
+
+@pytest.fixture(scope="module")
+def inventory(lab_ready, tmp_path_factory):
+    assert node2_pid(), "lab/setup starts the sshd of the second node"
+    destroy_all()
+    shutil.rmtree(CACHES, ignore_errors=True)
+    for node in {ct["node"] for ct in CTS.values()}:
+        (CACHES / node).mkdir(parents=True, mode=0o755)
+    yield write_inventory(tmp_path_factory.mktemp("inv") / "fleet.yml")
+    destroy_all()
+    shutil.rmtree(CACHES, ignore_errors=True)
+
+
+def play(playbook, inventory, *extra):
+    """The run's process and its recap lines {host: "ok=..."}; its output kept beside the inventory (docs quote it)."""
+    argv, env = playbook_command(playbook, inventory, LIMIT, *extra)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
+    runs = sorted(inventory.parent.glob("run-*.txt"))
+    (inventory.parent / f"run-{len(runs)}-{Path(playbook).stem}.txt").write_text(f"$ {' '.join(argv)}\n{proc.stdout}")
+    recap = dict(re.findall(r"^(ct9\d\d)\s*:\s*(ok=.*)$", proc.stdout, re.M))
+    return proc, recap
+
+
+def healthy(vmid):
+    codes = []
+    for gpu in CTS[vmid]["gpus"]:  # instance N serves GPU N on port_base + N
+        try:
+            url = f"http://127.0.0.1:{CTS[vmid]['port'] + gpu}/health"
+            codes.append(urllib.request.urlopen(url, timeout=5).status)
+        except (urllib.error.URLError, OSError):
+            codes.append(0)
+    return codes == [200, 200]
+
+
+def main_pids(vmid):
+    units = " ".join(f"sglang@{gpu}.service" for gpu in CTS[vmid]["gpus"])
+    return in_ct(vmid, f"systemctl show -p MainPID --value {units}").split()
+
+
+def stack(vmid):
+    return in_ct(vmid, "readlink -f /opt/sglang/venv").strip()
+
+
+def wheels_fetched(offset):
+    """{wheel path: full downloads} the lab index served after `offset` (a 304 revalidation sends nothing)."""
+    with INDEX_LOG.open("rb") as log:
+        log.seek(offset)
+        lines = log.read().decode().splitlines()
+    return Counter(path for path, status, size in (line.rsplit(" ", 2) for line in lines)
+                   if path.endswith(".whl") and status == "200" and int(size) > 0)  # fmt: skip
+
+
+def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_own_steps_and_downloads_once(
+    inventory,
+):
+    # the node unit gone, so that its steps have something to do (both lab nodes are this machine: one unit file)
+    subprocess.run(["systemctl", "disable", "gpulxc-nvidia-nodes.service"], capture_output=True, check=False)
+    Path("/etc/systemd/system/gpulxc-nvidia-nodes.service").unlink(missing_ok=True)
+    offset = INDEX_LOG.stat().st_size
+    proc, recap = play("site.yml", inventory)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert set(recap) == {"ct940", "ct941", "ct942"} and all("failed=0" in line for line in recap.values()), recap
+    # each node's first container of the run did the node's steps; the node's other one skipped them (both lab nodes
+    # are one machine with one unit file: the second leader to get there finds it written, "ok")
+    unit = task_output(proc, f"gpulxc.sglang.pct_container : {UNIT_TASK}")
+    done = re.findall(r"(ok|changed): \[(ct9\d\d) -> ([\w-]+)[(\]]", unit)  # "changed: [ct940 -> lab-pve(127.0.0.1)]"
+    assert {ct: node for _, ct, node in done} == {"ct940": "lab-pve", "ct942": NODE2}, unit
+    assert "changed" in {status for status, _, _ in done} and "skipping: [ct941]" in unit, unit
+    # where each CT is: its config on its node, a running LXC container
+    here = socket.gethostname().split(".")[0]
+    assert {vmid for vmid in CTS if Path(f"/etc/pve/nodes/{here}/lxc/{vmid}.conf").exists()} == {940, 941}
+    assert Path(f"/etc/pve/nodes/{NODE2}/lxc/942.conf").exists()
+    assert "running" in pct_at(942, "status", 942).stdout
+    assert all(healthy(vmid) for vmid in CTS)
+    # Each node fetched each wheel as one install does; ct941's install read what ct940's fetched. One install fetches
+    # a wheel k times, 1 or 2 (the lab index serves no PEP 658 metadata: uv's resolve fetches a wheel whole for its
+    # metadata, then the install fetches it again), so two nodes make 2k (2 or 4); the node's two CTs installing side
+    # by side without the lock would make 3k (3 or 6).
+    fetched = wheels_fetched(offset)
+    stack_wheels = {path: n for path, n in fetched.items() if "/uv-" not in path}  # uv itself: get_url, not locked
+    assert stack_wheels and set(stack_wheels.values()) <= {2, 4}, sorted(fetched.items(), key=lambda kv: -kv[1])[:10]
+
+
+def restart_times(vmid, since):
+    """(first, last) journal stamps of the CT's sglang@* stopping or starting since `since`."""
+    out = in_ct(vmid, f"journalctl -u 'sglang@*' -o json --since @{since:.0f} --no-pager")
+    entries = [
+        (int(e["__REALTIME_TIMESTAMP"]) / 1e6, e.get("MESSAGE") or "") for e in map(json.loads, out.splitlines())
+    ]
+    stamps = [stamp for stamp, message in entries if stamp >= since and message.startswith(("Stopping ", "Started "))]
+    return min(stamps), max(stamps)
+
+
+def test_a_rolling_upgrade_moves_one_container_at_a_time_and_stops_at_the_first_whose_canary_fails(inventory, tmp_path):
+    """rolling.yml with a new stack whose stand-in crashes on ct941's GPU 2 (a lab fault): ct940 moves whole - its
+    restarts over before ct941's begin - then ct941's canary fails and is rolled back, and the run stops there: ct942
+    keeps its stack and its servers."""
+    before = {vmid: (stack(vmid), main_pids(vmid)) for vmid in CTS}
+    faulty = write_inventory(tmp_path / "fleet-faulty.yml", faults={941: PLAN})
+    since = time.time()
+    time.sleep(1)  # the journal is read from a whole second
+    proc, recap = play("rolling.yml", faulty, "-e", json.dumps(NEW_STACK))
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and "failed on the canary sglang@2" in out, proc.stdout[-3000:]
+    assert "failed=0" in recap["ct940"] and "failed=1" in recap["ct941"] and "ct942" not in recap, recap
+    # ct940: on the new stack, both servers restarted, healthy; all of it before ct941 began
+    assert stack(940) != before[940][0] and not set(main_pids(940)) & set(before[940][1]) and healthy(940)
+    assert restart_times(940, since)[1] < restart_times(941, since)[0]
+    # ct941: back on its stack, sglang@3 never stopped; ct942: never reached
+    assert stack(941) == before[941][0] and main_pids(941)[1] == before[941][1][1] and healthy(941)
+    assert (stack(942), main_pids(942)) == before[942] and healthy(942)
+
+
+def test_a_whole_run_then_moves_the_rest_side_by_side_and_the_next_changes_nothing(inventory):
+    before = {vmid: stack(vmid) for vmid in CTS}
+    proc, recap = play("site.yml", inventory, "-e", json.dumps(NEW_STACK))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert stack(941) == stack(942) == before[940] != before[941] and all(healthy(vmid) for vmid in CTS)
+    proc, recap = play("site.yml", inventory, "-e", json.dumps(NEW_STACK))
+    assert proc.returncode == 0 and all("changed=0" in line for line in recap.values()), (recap, proc.stdout[-3000:])

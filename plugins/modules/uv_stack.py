@@ -98,7 +98,7 @@ options:
   cache_lock:
     description:
       - A file whose exclusive lock (C(flock)) every resolve and install holds while it runs. Containers that share
-        a node's uv cache (a bind mount of one node directory) name the same file in it: run side by side, they
+        a node's uv cache (a bind mount of one node directory) name the same file in it, so that side by side they
         download each file once, one after another - the first fills the cache, the others read it.
       - Unset, nothing is locked (a cache of the container's own).
     type: path

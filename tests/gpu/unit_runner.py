@@ -1752,9 +1752,10 @@ def cmd_stop(args):
                  (": killing (SIGKILL)" if state["send_sigkill"] else "; SendSIGKILL=no: left running"))  # fmt: skip
         if state["send_sigkill"]:
             current = targets()
-            sigkilled = kill_all(
-                [current[1]] if mode == "process" and current else unit_processes(state), signal.SIGKILL
-            )
+            # the main process last: once it dies the supervisor reaps the rest itself, and they would be gone
+            # before this SIGKILL reached them (the same signal, but not sent by the stop)
+            everyone = sorted(unit_processes(state), key=lambda pid: current is not None and pid == current[1])
+            sigkilled = kill_all([current[1]] if mode == "process" and current else everyone, signal.SIGKILL)
             while targets() is not None and time.monotonic() - t0 < timeout + 30:
                 time.sleep(0.05)
     main_gone = time.monotonic() - t0

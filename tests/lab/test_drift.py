@@ -33,6 +33,8 @@ def first_run(lab_ready, tmp_path_factory):
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
         "sglang_services_port_base": 36000, "sglang_services_nccl_port_base": 37000,
         "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990,
+        # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back
+        "sglang_router_health_check_interval": 2,
         # a drop-in the role writes (declared), beside which the drift test adds one by hand
         "sglang_services_unit_drop_ins": {"declared": "[Service]\nEnvironment=GPULXC_DECLARED=1\n"}}}}}))  # fmt: skip
     proc, changed = run_site(path, "ct990")
@@ -279,6 +281,7 @@ def nvidia_users():
 
 
 def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_and_the_ct_destroyed(inventory):
+    assert nvidia_users() == [], f"another CT passes NVIDIA devices (not this test's): {nvidia_users()}"
     destroy(OTHER)
     pct("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:1", "--dev0", "/dev/nvidia0")
     try:
@@ -296,7 +299,8 @@ def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_
         assert left.stdout.strip() == "", left.stdout
         assert pct("status", VMID).stdout.strip() == "status: running"
         assert Path(NODE_UNIT).exists(), "the node unit went while CT 991 passes a GPU"
-        assert "stays on lab-pve: CT 990, CT 991 pass NVIDIA devices" in " ".join(proc.stdout.split())
+        said = task_output(proc, "gpulxc.sglang.pct_container : Say why the node unit stays")
+        assert "stays on lab-pve: CT 990, CT 991 pass NVIDIA devices" in " ".join(said.split()), said or proc.stdout
 
         # a second run, on the container stopped: it is started, finds nothing, and is stopped again
         pct("stop", VMID)

@@ -210,11 +210,13 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
 def test_an_upgrade_to_the_second_profile_under_streams_loses_no_request_and_neither_does_going_back(inventory):
     """sglang-0.5.12 to sglang-0.5.23 under 8 streams through the router: the new stack is built beside the running
     one, sglang@0 moves to it first alone (its own cold JIT caches; the canary: health, a sampled chat, the smoke
-    chat), then the rest one at a time, each drained at the router first - no stream cut, none refused - and every
-    server reports 0.5.23. Back to sglang-0.5.12 on purpose: nothing installed, its caches warm, the same."""
+    chat), then the rest two at a time (as the rolling restart above), each step drained at the router first - no
+    stream cut, none refused - and every server reports 0.5.23. Back to sglang-0.5.12 on purpose: nothing installed,
+    its caches warm, the same."""
     for profile, version in (("sglang-0.5.23", "0.5.23"), ("sglang-0.5.12", "0.5.12")):
         with Streams() as streams:
-            proc, changed = run_site(inventory, "ct980", "-e", f"sglang_stack_profile={profile}")
+            proc, changed = run_site(inventory, "ct980", "-e", json.dumps({"sglang_stack_profile": profile,
+                                                                           "sglang_services_restart_batch": 2}))
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
         canary = "gpulxc.sglang.sglang_services : Restart the canary on the new stack, then wait for its health and a"
         assert "included: " in task_output(proc, canary + " sampled chat"), proc.stdout[-3000:]
@@ -488,7 +490,8 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         "-e",
         f"@{secrets}",
         "-e",
-        '{"sglang_router_host": "0.0.0.0"}',
+        # the 8 restarted for the server key at once, not one at a time (the rolling restart has tests of its own)
+        '{"sglang_router_host": "0.0.0.0", "sglang_services_restart_batch": 0}',
     ]
     try:
         proc, changed = run_site(inventory, "ct980", "--tags=services,router,summary", *keyed)
@@ -532,7 +535,7 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         mine = ssl.create_default_context(cafile=str(tmp_path / "op.crt"))
         assert request("/readiness", base=https, context=mine)[0] == 200
     finally:
-        proc, changed = play(inventory)
+        proc, changed = play(inventory, "-e", '{"sglang_services_restart_batch": 0}')
         assert proc.returncode == 0, proc.stdout[-3000:]
     assert chat(1)[0] == 200 and request("/get_server_info")[0] == 200  # on loopback, without keys: all open
 

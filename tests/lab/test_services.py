@@ -302,11 +302,12 @@ def progress_lines(proc, task):
     ]
 
 
-def test_a_drained_restart_of_a_server_warming_for_90_s_shows_its_progress_every_20_s(inventory):
+def test_a_drained_restart_of_a_server_warming_for_50_s_shows_its_progress_every_10_s(inventory):
     """A changed environment restarts the 8 (all at once, the inventory's batch), drained at the router first; instance
-    0 then warms up for 90 s: the wait prints a line at least every 30 s (the default 20 s slices) saying what it
-    sees, not silence."""
-    slow = json.dumps({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"0": {"warmup_s": 90}})}})
+    0 then warms up for 50 s: the wait prints a line at least every 15 s (10 s slices: the default's 20 would double
+    the test's length) saying what it sees, not silence."""
+    slow = json.dumps({"sglang_services_progress_interval": 10,
+                       "sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"0": {"warmup_s": 50}})}})
     everyone = ", ".join(f"sglang@{i}" for i in range(8))
     try:
         proc, changed = play(inventory, "-e", slow)
@@ -317,9 +318,9 @@ def test_a_drained_restart_of_a_server_warming_for_90_s_shows_its_progress_every
         assert len(lines) >= 5, proc.stdout[-3000:]
         assert all(line[1] == 8 and line[0] < 8 for line in lines[:-1]), lines
         assert all(line[2] == "1 warming" for line in lines[1:-1]), lines
-        assert lines[-1][:3] == (8, 8, "") and lines[-1][3] >= 80, lines  # it warmed since its restart job began
+        assert lines[-1][:3] == (8, 8, "") and lines[-1][3] >= 45, lines  # it warmed since its restart job began
         waited = [0] + [line[3] for line in lines]
-        assert max(b - a for a, b in itertools.pairwise(waited)) <= 30, waited
+        assert max(b - a for a, b in itertools.pairwise(waited)) <= 15, waited
     finally:
         proc, _ = play(inventory)
         assert proc.returncode == 0, proc.stdout[-3000:]
@@ -334,8 +335,8 @@ def test_a_new_stack_gets_caches_of_its_own_and_the_instances_move_to_it_one_at_
     """A new stack (one more package: a lock of its own): its JIT caches start cold in a directory of their own;
     instance 0 moves first and builds them - slowed to 40 s (the unit's processes run 50 ms a second), its build
     shows in the wait's lines (default 20 s slices) - while the other 7 keep serving on the old stack, then the rest
-    one at a time, never two stopped at once. Back to the old stack: nothing installed, its caches were kept, and
-    every instance starts warm on them (no build)."""
+    one at a time, never two stopped at once. Back to the old stack (the rest at once, this CT's batch): nothing
+    installed, its caches were kept, and every instance starts warm on them (no build)."""
     old, before = jit_dir(), builds()
     one_at_a_time = {"sglang_services_restart_batch": 1}  # the role's default (this CT's is all at once)
     more = ("-e", json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"], **one_at_a_time}))
@@ -353,7 +354,7 @@ def test_a_new_stack_gets_caches_of_its_own_and_the_instances_move_to_it_one_at_
     assert builds(new) == {"gpulxc_standin_decode": 1, "gpulxc_standin_sampling": 1}
     assert builds(old) == before  # the old stack's caches are kept
     assert health() == {str(i): "200" for i in range(8)}
-    proc, changed = play(inventory, "-e", json.dumps(one_at_a_time), whole=True)  # back to the old stack
+    proc, changed = play(inventory, whole=True)  # back to the old stack
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert jit_dir() == old and builds(old) == before  # warm: no build
     assert in_ct(f"test -d {new}").returncode == 0  # sglang_stack_keep_stacks 2: the other stack and its caches stay

@@ -215,8 +215,8 @@ def test_an_upgrade_to_the_second_profile_under_streams_loses_no_request_and_nei
     its caches warm, the same."""
     for profile, version in (("sglang-0.5.23", "0.5.23"), ("sglang-0.5.12", "0.5.12")):
         with Streams() as streams:
-            proc, changed = run_site(inventory, "ct980", "-e", json.dumps({"sglang_stack_profile": profile,
-                                                                           "sglang_services_restart_batch": 2}))
+            steps = json.dumps({"sglang_stack_profile": profile, "sglang_services_restart_batch": 2})
+            proc, changed = run_site(inventory, "ct980", "-e", steps)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
         canary = "gpulxc.sglang.sglang_services : Restart the canary on the new stack, then wait for its health and a"
         assert "included: " in task_output(proc, canary + " sampled chat"), proc.stdout[-3000:]

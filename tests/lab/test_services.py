@@ -306,8 +306,9 @@ def test_a_drained_restart_of_a_server_warming_for_50_s_shows_its_progress_every
     """A changed environment restarts the 8 (all at once, the inventory's batch), drained at the router first; instance
     0 then warms up for 50 s: the wait prints a line at least every 15 s (10 s slices: the default's 20 would double
     the test's length) saying what it sees, not silence."""
+    plan = json.dumps({"0": {"warmup_s": 50}})
     slow = json.dumps({"sglang_services_progress_interval": 10,
-                       "sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps({"0": {"warmup_s": 50}})}})
+                       "sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": plan}})  # fmt: skip
     everyone = ", ".join(f"sglang@{i}" for i in range(8))
     try:
         proc, changed = play(inventory, "-e", slow)

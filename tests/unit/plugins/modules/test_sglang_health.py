@@ -200,8 +200,8 @@ def test_a_server_is_ready_only_once_a_sampled_chat_is_fast(module_exits, server
     fake.state, fake.first_sampled_seconds = "ready", 1.0
     ok, result = run(module_exits, [{"name": "sglang@0", "url": fake.url}], chat="model", chat_fast=0.5)
     assert ok, result
-    first, second = result["instances"][0]["chat_seconds"]
-    assert first >= 1.0 and second < 0.5, (first, second)
+    *slow, fast = result["instances"][0]["chat_seconds"]  # more than one slow chat where the machine is loaded
+    assert slow and slow[0] >= 1.0 and min(slow) >= 0.5 and fast < 0.5, (slow, fast)
     assert all(b["top_k"] == 20 and b["top_p"] == 0.9 and b["temperature"] == 0.7 for b in fake.bodies)
 
 
@@ -261,8 +261,11 @@ def test_a_slice_ends_with_a_progress_line_and_the_next_resumes_without_chatting
     started = time.monotonic()
     ok, first = run(module_exits, instances, deadline=60, slice=0.5, chat="m")
     assert ok and not first["done"] and not first["healthy"]
-    assert 0.5 <= time.monotonic() - started < 5
-    assert first["progress"] == "1/3 healthy, 1 loading, 1 warming after 0s of 1m00s (waiting for sglang@1, sglang@2)"
+    waited = time.monotonic() - started
+    assert 0.5 <= waited < 5
+    line = r"1/3 healthy, 1 loading, 1 warming after (\d)s of 1m00s \(waiting for sglang@1, sglang@2\)"
+    said = re.fullmatch(line, first["progress"])
+    assert said and int(said.group(1)) <= waited, first["progress"]  # whole seconds: 0 unless the slice ran late
     assert [r["name"] for r in first["resume"]["finished"]] == ["sglang@0"] and len(fakes[0].bodies) == 1
     fakes[1].state = "ready"
     ok, second = run(module_exits, instances[:2], deadline=60, slice=0.5, chat="m", resume=first["resume"])

@@ -1752,10 +1752,11 @@ def cmd_stop(args):
                  (": killing (SIGKILL)" if state["send_sigkill"] else "; SendSIGKILL=no: left running"))  # fmt: skip
         if state["send_sigkill"]:
             current = targets()
-            # the main process last: once it dies the supervisor reaps the rest itself, and they would be gone
-            # before this SIGKILL reached them (the same signal, but not sent by the stop)
-            everyone = sorted(unit_processes(state), key=lambda pid: current is not None and pid == current[1])
-            sigkilled = kill_all([current[1]] if mode == "process" and current else everyone, signal.SIGKILL)
+            if mode == "process" and current:
+                doomed = [current[1]]
+            else:  # the main process last: once it dies the supervisor reaps the rest before this SIGKILL gets there
+                doomed = sorted(unit_processes(state), key=lambda pid: current is not None and pid == current[1])
+            sigkilled = kill_all(doomed, signal.SIGKILL)
             while targets() is not None and time.monotonic() - t0 < timeout + 30:
                 time.sleep(0.05)
     main_gone = time.monotonic() - t0

@@ -280,8 +280,12 @@ def nvidia_users():
             if p.stem not in (str(VMID), str(OTHER)) and "/dev/nvidia" in p.read_text()]  # fmt: skip
 
 
-def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_and_the_ct_destroyed(inventory):
+def assert_no_other_nvidia_users():
     assert nvidia_users() == [], f"another CT passes NVIDIA devices (not this test's): {nvidia_users()}"
+
+
+def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_and_the_ct_destroyed(inventory):
+    assert_no_other_nvidia_users()
     destroy(OTHER)
     pct("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:1", "--dev0", "/dev/nvidia0")
     try:
@@ -311,7 +315,7 @@ def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_
         destroy(OTHER)
 
     # the container destroyed: no container passes a GPU any more, so the node unit goes; then changed=0
-    assert nvidia_users() == [], f"another CT passes NVIDIA devices (not this test's): {nvidia_users()}"
+    assert_no_other_nvidia_users()
     proc, changed = run_playbook("remove.yml", inventory, "ct990", "-e", "pct_container_remove_container=true")
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     print(proc.stdout[-2500:])

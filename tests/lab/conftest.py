@@ -6,10 +6,16 @@ built lab (`lab/setup`); the test command builds it first.
 
 import concurrent.futures
 import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -184,3 +190,43 @@ def byte_size(text):
     """Bytes of a size as job_progress writes it ("8.0 MiB", "512 B")."""
     number, unit = text.split()
     return int(float(number) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit])
+
+
+class Streams:
+    """Streamed chat completions through the router at `base`, 8 at a time, 2 s each (400 tokens), until stopped:
+    a stream that ends without [DONE] was cut, an error or a non-200 answer was refused."""
+
+    def __init__(self, base):
+        self.base = base
+        self.done, self.cut, self.refused, self.gpus = 0, 0, [], set()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(n,)) for n in range(8)]
+
+    def run(self, n):
+        while not self.stopping.is_set():
+            message = {"role": "user", "content": f"{uuid.uuid4().hex} stream {n}"}
+            body = json.dumps({"model": "stand-in", "stream": True, "max_tokens": 400, "messages": [message]})
+            req = urllib.request.Request(self.base + "/v1/chat/completions", data=body.encode(),
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+            try:
+                with urllib.request.urlopen(req, timeout=60) as response:
+                    text = response.read().decode()
+            except (OSError, urllib.error.URLError) as error:
+                self.refused.append(str(error))
+                time.sleep(0.2)  # no worker to route to: the router answers at once
+                continue
+            if text.rstrip().endswith("data: [DONE]"):
+                self.done += 1
+                self.gpus.add(text.split('"id": "gpulxc-standin-', 1)[1].split("-", 1)[0])
+            else:
+                self.cut += 1
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join()

@@ -6,12 +6,17 @@ answers as the cluster's second node) with that node's own cache - converged by 
   it), the nodes' side by side.
 - Each node downloads each file once: its containers resolve and install one after another (uv_stack cache_lock),
   the first filling the cache. Counted from the lab index's log (`<path> <status> <bytes>` per response).
-- `rolling.yml` moves a new stack through the fleet one container at a time: the first whole before the second
-  begins, whose canary fails (a lab fault) and is rolled back, which stops the run with the third untouched; a
-  whole run (site.yml, side by side) moves the rest, and the next changes nothing.
+- One gateway in front of every container's servers: ct940's router (the others name it,
+  sglang_services_router_container, and run none of their own); the servers bound beyond loopback with one key
+  (an extra-vars file), published at the lab machine's address. Each drain runs at the gateway.
+- `rolling.yml` moves a new stack through the fleet one container at a time under streams through the gateway,
+  none cut or refused: the first whole before the second begins, whose canary fails (a lab fault) and is rolled
+  back, which stops the run with the third untouched; a whole run (site.yml, side by side) moves the rest, and the
+  next changes nothing.
 Lab CTs share the host's network: each has its own ports. Two GPUs each, apart (the stand-in shares /dev/nvidia*).
 """
 
+import concurrent.futures
 import json
 import re
 import shutil
@@ -20,11 +25,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, destroy, pct, playbook_command, task_output
+from conftest import REPO, Streams, destroy, pct, playbook_command, task_output
 
 STATE = Path("/var/lib/gpulxc-lab")
 CACHES = STATE / "test-fleet-caches"
@@ -40,6 +46,9 @@ CTS = {
     942: {"node": NODE2, "gpus": [4, 5], "port": 34200},
 }
 UNIT_TASK = "Install the node unit that creates the NVIDIA device nodes at boot"
+GATEWAY = "http://127.0.0.1:8940"  # ct940's router (sglang_router_port 8000 + vmid), in front of all 6 servers
+# the servers' address beyond loopback: the lab machine's own (lab CTs share its network)
+ADDRESS = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()[0]
 LIMIT = ",".join(f"ct{vmid}" for vmid in CTS)
 
 
@@ -75,6 +84,9 @@ def write_inventory(path, faults=None):
             "sglang_services_port_base": ct["port"], "sglang_services_nccl_port_base": ct["port"] + 50,
             "sglang_router_port": 8000 + vmid, "sglang_router_prometheus_port": 29000 + vmid,
             "sglang_router_health_check_interval": 2,
+            "sglang_services_host": "0.0.0.0", "sglang_services_advertise_host": ADDRESS,
+            "sglang_services_enable_metrics": False,  # keyed servers beyond loopback serve /metrics keyless
+            **({"sglang_services_router_container": "ct940"} if vmid != 940 else {}),
             **({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(faults[vmid])}}
                if faults and vmid in faults else {}),
         }  # fmt: skip
@@ -105,8 +117,11 @@ def inventory(lab_ready, tmp_path_factory):
 
 
 def play(playbook, inventory, *extra):
-    """The run's process and its recap lines {host: "ok=..."}; its output kept beside the inventory (docs quote it)."""
-    argv, env = playbook_command(playbook, inventory, LIMIT, *extra)
+    """The run's process and its recap lines {host: "ok=..."}; its output kept beside the inventory (docs quote it).
+    The servers' key comes from an extra-vars file beside the inventory, as docs/secrets.md says."""
+    secrets = inventory.parent / "secrets.json"
+    secrets.write_text(json.dumps({"sglang_services_api_key": "fleet-" + "k" * 40}))
+    argv, env = playbook_command(playbook, inventory, LIMIT, "-e", f"@{secrets}", *extra)
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
     runs = sorted(inventory.parent.glob("run-*.txt"))
     (inventory.parent / f"run-{len(runs)}-{Path(playbook).stem}.txt").write_text(f"$ {' '.join(argv)}\n{proc.stdout}")
@@ -118,7 +133,7 @@ def healthy(vmid):
     codes = []
     for gpu in CTS[vmid]["gpus"]:  # instance N serves GPU N on port_base + N
         try:
-            url = f"http://127.0.0.1:{CTS[vmid]['port'] + gpu}/health"
+            url = f"http://{ADDRESS}:{CTS[vmid]['port'] + gpu}/health"
             codes.append(urllib.request.urlopen(url, timeout=5).status)
         except (urllib.error.URLError, OSError):
             codes.append(0)
@@ -172,6 +187,40 @@ def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_o
     fetched = wheels_fetched(offset)
     stack_wheels = {path: n for path, n in fetched.items() if "/uv-" not in path}  # uv itself: get_url, not locked
     assert stack_wheels and set(stack_wheels.values()) <= {2, 4}, sorted(fetched.items(), key=lambda kv: -kv[1])[:10]
+    # one gateway: ct940's router lists every container's servers at the address they were published at, routes to
+    # all 6; ct941 and ct942 run no router
+    urls = {f"http://{ADDRESS}:{ct['port'] + gpu}" for ct in CTS.values() for gpu in ct["gpus"]}
+    assert urls <= set(json.loads(in_ct(940, "cat /etc/smg/router-args.json")))
+    assert gateway_ready() == {"status": "ready", "healthy_workers": 6, "total_workers": 6}
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        assert set(pool.map(gateway_chat, range(60))) == {f"gpu{gpu}" for ct in CTS.values() for gpu in ct["gpus"]}
+    assert [in_ct(vmid, "systemctl is-active smg.service smg-front.service").split() for vmid in (941, 942)] == [
+        ["inactive", "inactive"]] * 2  # fmt: skip
+
+
+def gateway_ready(deadline_s=30):
+    """The gateway's /readiness once all its workers are healthy (smg probes each every 2 s here), or as it is then."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            with urllib.request.urlopen(GATEWAY + "/readiness", timeout=5) as response:
+                ready = json.loads(response.read())
+        except (urllib.error.URLError, OSError) as error:
+            ready = {"error": str(error)}
+        if ready.get("healthy_workers") == ready.get("total_workers") == 6 or time.monotonic() > deadline:
+            return ready
+        time.sleep(1)
+
+
+def gateway_chat(n):
+    """One chat through the gateway: the GPU of the server that answered (the stand-in's id names it)."""
+    message = {"role": "user", "content": f"{uuid.uuid4().hex} request {n}"}
+    body = json.dumps({"model": "stand-in", "max_tokens": 4, "messages": [message]}).encode()
+    req = urllib.request.Request(
+        GATEWAY + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=30) as response:
+        return json.loads(response.read())["id"].split("-")[2]
 
 
 def restart_times(vmid, since):
@@ -185,15 +234,24 @@ def restart_times(vmid, since):
 
 
 def test_a_rolling_upgrade_moves_one_container_at_a_time_and_stops_at_the_first_whose_canary_fails(inventory, tmp_path):
-    """rolling.yml with a new stack whose stand-in crashes on ct941's GPU 2 (a lab fault): ct940 moves whole - its
-    restarts over before ct941's begin - then ct941's canary fails and is rolled back, and the run stops there: ct942
-    keeps its stack and its servers."""
+    """rolling.yml with a new stack whose stand-in crashes on ct941's GPU 2 (a lab fault), under 8 streams through
+    the gateway: ct940 moves whole - its restarts over before ct941's begin - then ct941's canary fails and is rolled
+    back, and the run stops there: ct942 keeps its stack and its servers. Every restart was drained at the gateway
+    first: no stream cut or refused."""
     before = {vmid: (stack(vmid), main_pids(vmid)) for vmid in CTS}
     faulty = write_inventory(tmp_path / "fleet-faulty.yml", faults={941: PLAN})
     since = time.time()
     time.sleep(1)  # the journal is read from a whole second
-    proc, recap = play("rolling.yml", faulty, "-e", json.dumps(NEW_STACK))
+    with Streams(GATEWAY) as streams:  # through the gateway, all along: each drain runs there
+        proc, recap = play("rolling.yml", faulty, "-e", json.dumps(NEW_STACK))
     out = " ".join(proc.stdout.split())
+    assert (streams.cut, streams.refused[:5]) == (0, []) and streams.done > 20, (streams.done, streams.cut)
+    # (smg retries a request its worker refuses, so the streams alone would not tell where the drains ran)
+    steps = re.findall(r"TASK \[gpulxc\.sglang\.sglang_services : (Drain at the router first|Back into the router's"
+                       r" rotation) - sglang@2\] \*+\n(\w+): \[(ct9\d\d)(?: -> (ct9\d\d))?", proc.stdout)  # fmt: skip
+    assert steps[0] == ("Drain at the router first", "changed", "ct941", "ct940"), steps
+    assert ("Back into the router's rotation", "changed", "ct941", "ct940") in steps, steps
+    assert streams.gpus == {f"gpu{gpu}" for ct in CTS.values() for gpu in ct["gpus"]}, streams.gpus
     assert proc.returncode != 0 and "failed on the canary sglang@2" in out, proc.stdout[-3000:]
     assert "failed=0" in recap["ct940"] and "failed=1" in recap["ct941"] and "ct942" not in recap, recap
     # ct940: on the new stack, both servers restarted, healthy; all of it before ct941 began

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, ct_state, destroy, pct, run_site, side_by_side, task_output
+from conftest import REPO, Streams, ct_state, destroy, pct, run_site, side_by_side, task_output
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
@@ -92,45 +92,6 @@ def workers(key):
     return {worker["url"]: worker for worker in body["workers"]}
 
 
-class Streams:
-    """Streamed chat completions through the router, 8 at a time, 2 s each (400 tokens), until stopped: a
-    stream that ends without [DONE] was cut, an error or a non-200 answer was refused."""
-
-    def __init__(self):
-        self.done, self.cut, self.refused, self.gpus = 0, 0, [], set()
-        self.stopping = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(n,)) for n in range(8)]
-
-    def run(self, n):
-        while not self.stopping.is_set():
-            message = {"role": "user", "content": f"{uuid.uuid4().hex} stream {n}"}
-            body = json.dumps({"model": "stand-in", "stream": True, "max_tokens": 400, "messages": [message]})
-            req = urllib.request.Request(ROUTER + "/v1/chat/completions", data=body.encode(),
-                                         headers={"Content-Type": "application/json"})  # fmt: skip
-            try:
-                with urllib.request.urlopen(req, timeout=60) as response:
-                    text = response.read().decode()
-            except (OSError, urllib.error.URLError) as error:
-                self.refused.append(str(error))
-                time.sleep(0.2)  # no worker to route to: the router answers at once
-                continue
-            if text.rstrip().endswith("data: [DONE]"):
-                self.done += 1
-                self.gpus.add(text.split('"id": "gpulxc-standin-', 1)[1].split("-", 1)[0])
-            else:
-                self.cut += 1
-
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join()
-
-
 def main_pids():
     return in_ct("for i in $(seq 0 7); do systemctl show -p MainPID --value sglang@$i; done").stdout.split()
 
@@ -175,7 +136,7 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     (the counts are printed)."""
     before = main_pids()
     started = time.monotonic()
-    with Streams() as streams:
+    with Streams(ROUTER) as streams:
         time.sleep(3)
         # two at a time (6 of 8 keep serving): the drain is the same for each step, in half the steps
         proc, changed = play(
@@ -195,7 +156,7 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
 
     started = time.monotonic()
     back = json.dumps({"sglang_services_router_drain": False, "sglang_services_restart_batch": 0})
-    with Streams() as undrained:  # the control: SGLang's own drain
+    with Streams(ROUTER) as undrained:  # the control: SGLang's own drain
         time.sleep(3)
         proc, changed = play(inventory, "-e", back)
         time.sleep(3)
@@ -214,7 +175,7 @@ def test_an_upgrade_to_the_second_profile_under_streams_loses_no_request_and_nei
     stream cut, none refused - and every server reports 0.5.23. Back to sglang-0.5.12 on purpose: nothing installed,
     its caches warm, the same."""
     for profile, version in (("sglang-0.5.23", "0.5.23"), ("sglang-0.5.12", "0.5.12")):
-        with Streams() as streams:
+        with Streams(ROUTER) as streams:
             steps = json.dumps({"sglang_stack_profile": profile, "sglang_services_restart_batch": 2})
             proc, changed = run_site(inventory, "ct980", "-e", steps)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]

@@ -18,10 +18,12 @@ SECRET = "s3cret-never-shown"
 
 def errors(**extra):
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
+    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
     (check,) = [t for t in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
                 if t.get("name") == "Check the router's settings"]  # fmt: skip
-    variables = {**trusted(defaults), "gpulxc_router_venv": "/opt/smg/venv", "gpulxc_router_dir": "/etc/smg",
-                 "gpulxc_facts_dir": "/etc/ansible/facts.d", "sglang_router_services": SERVICES, **extra}  # fmt: skip
+    variables = {**trusted(defaults), **trusted(role_vars), "gpulxc_router_venv": "/opt/smg/venv",
+                 "gpulxc_router_dir": "/etc/smg", "gpulxc_facts_dir": "/etc/ansible/facts.d",
+                 "sglang_router_services": SERVICES, **extra}  # fmt: skip
     templar = Templar(variables={**variables, **trusted(check["vars"])})
     return templar.template(trust_as_template("{{ _errors }}"))
 

@@ -55,7 +55,8 @@ def test_the_playbook_passes_the_containers_that_name_this_one_as_their_routers(
 @pytest.mark.parametrize("router", ["ct941", "gateway"])
 def test_a_container_fronted_elsewhere_runs_no_router_of_its_own(router):
     run, remove = router_steps()
-    assert remove["ansible.builtin.import_role"] == {"name": "gpulxc.sglang.sglang_router", "tasks_from": "remove"}
+    # included: a static copy of the role's handlers loaded after the running router's would win its notifications
+    assert remove["ansible.builtin.include_role"]["tasks_from"] == "remove" and "import_role" not in str(remove)
     templar = Templar(variables={**INVENTORY, "sglang_services_router_container": router})
     assert templar.template(trust_as_template("{{ " + run["when"] + " }}")) is False
     assert templar.template(trust_as_template("{{ " + remove["when"] + " }}")) is True

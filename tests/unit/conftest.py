@@ -11,6 +11,12 @@ REPO = Path(__file__).resolve().parents[2]
 init_plugin_loader([str(REPO / ".ansible/collections")])
 
 
+def pytest_configure(config):
+    # tools/test runs the tests marked timed before the lab and the rest beside it at nice 19, where a busy lab
+    # leaves them seconds without a CPU: a fake server answering late, a thread not joined in time
+    config.addinivalue_line("markers", "timed: its waits, threads or fake servers time what it tests")
+
+
 class ModuleExit(Exception):
     """exit_json was called; args[0] is the result."""
 

@@ -18,6 +18,8 @@ from pve.config import ConfigError  # noqa: E402
 
 sys.path.remove(str(REPO / "lab"))
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 BASE = (
     "arch: amd64\n"
     "cores: 2\n"

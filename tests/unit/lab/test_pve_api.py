@@ -16,6 +16,8 @@ from proxmoxer.core import ResourceException
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "lab"))
 from pve import api
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 MEMBERS = """{
 "nodename": "vm",
 "version": 4,

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 REPO = Path(__file__).resolve().parents[3]
 SOURCE = REPO / "lab/standin/sglang/launch_server.py"
 spec = importlib.util.spec_from_file_location("standin_launch_server", SOURCE)

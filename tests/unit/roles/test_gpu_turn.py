@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 SCRIPT = Path(__file__).resolve().parents[3] / "roles/sglang_services/files/sglang-gpu-turn"
 
 

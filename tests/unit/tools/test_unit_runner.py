@@ -23,6 +23,8 @@ import yaml
 from ansible.template import Templar, trust_as_template
 from conftest import trusted
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 REPO = Path(__file__).resolve().parents[3]
 RUNNER = REPO / "tests/gpu/unit_runner.py"
 ROLE = REPO / "roles/sglang_services"

@@ -15,6 +15,8 @@ from ansible_collections.gpulxc.sglang.plugins.modules import job_progress
 from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 
 def run(module_exits, **args):
     with patch_module_args(args), pytest.raises((Exit, Fail)) as info:

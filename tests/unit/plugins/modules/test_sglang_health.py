@@ -14,6 +14,8 @@ from ansible_collections.gpulxc.sglang.plugins.modules import sglang_health
 from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 
 class Fake:
     """One server: `state` is 'warming' (503), 'ready' (200); `chat` the reply body to send."""

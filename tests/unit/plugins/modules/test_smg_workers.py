@@ -16,6 +16,8 @@ from ansible_collections.gpulxc.sglang.plugins.modules import smg_workers
 from conftest import ModuleExit as Exit
 from conftest import ModuleFail as Fail
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 KEY = "admin-key-for-the-test"
 
 

@@ -368,6 +368,7 @@ def test_files_another_step_owns_are_left_out_of_the_file_check(uv):
     assert ok and result["damaged"]["sglang"]["files"] == 1, result
 
 
+@pytest.mark.timed  # the worker is joined within 10 s
 def test_with_a_shared_cache_lock_the_resolve_and_install_wait_for_the_other_container_holding_it(uv, tmp_path):
     """cache_lock: containers sharing a node's uv cache run their resolve and install one after another, so the
     first fills the cache and the others read it. Here the test holds the lock as another container's install would."""

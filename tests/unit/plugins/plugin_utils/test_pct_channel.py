@@ -28,6 +28,8 @@ from ansible.plugins.loader import become_loader, connection_loader
 from ansible_collections.gpulxc.sglang.plugins.connection import pct_ssh
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils import pct_channel, pct_channel_agent
 
+pytestmark = pytest.mark.timed  # its waits and fakes time what they test (tests/unit/conftest.py)
+
 REPO = Path(__file__).resolve().parents[4]
 
 

@@ -274,14 +274,16 @@ def test_a_whole_run_then_moves_the_rest_side_by_side_and_the_next_changes_nothi
     assert stack(941) == stack(942) == before[940] != before[941] and all(healthy(vmid) for vmid in CTS)
     proc, recap = play("site.yml", inventory, "-e", json.dumps(NEW_STACK))
     assert proc.returncode == 0 and all("changed=0" in line for line in recap.values()), (recap, proc.stdout[-3000:])
-    # check mode through the gateway: a changed setting's rolling restart is predicted for every container - ct941's
-    # drains at ct940 among it - and nothing moves: no file, no server, none of the gateway's 6 workers
+    # check mode through the gateway: the way back to the first stack is predicted for every container - its switch,
+    # its servers' restarts onto it, ct941's drains at ct940 among them - and nothing moves: no stack, no server, no
+    # configuration, none of the gateway's 6 workers
     after = fleet_state()
-    changed_setting = json.dumps({**NEW_STACK, "sglang_services_max_running_requests": 48})
-    proc, recap = play("rolling.yml", inventory, "--check", "--diff", "-e", changed_setting)
+    proc, recap = play("rolling.yml", inventory, "--check", "--diff")
     predicted = [line for line in recap.values() if "changed=0" not in line]
     assert proc.returncode == 0 and len(predicted) == 3, (recap, proc.stdout[-3000:])
     drain = task_output(proc, "gpulxc.sglang.sglang_services : Drain at the router first - sglang@2")
     assert f"+http://{ADDRESS}:34102 draining" in drain and "changed: [ct941 -> ct940" in drain, proc.stdout[-3000:]
+    restart = task_output(proc, "gpulxc.sglang.sglang_services : Restart sglang@2")
+    assert "changed: [ct941] => (item=2)" in restart, proc.stdout[-3000:]
     assert fleet_state() == after
     assert gateway_ready(0) == {"status": "ready", "healthy_workers": 6, "total_workers": 6}

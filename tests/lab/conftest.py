@@ -26,6 +26,11 @@ sys.path.insert(0, str(REPO / "lab"))
 TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
 
 
+def pytest_configure(config):
+    # tools/test runs these as the suite pypi, beside the lab: they wait on PyPI, not on the lab
+    config.addinivalue_line("markers", "pypi: asks PyPI and needs no lab")
+
+
 def run_site(inventory, limit, *args):
     """`ansible-playbook site.yml` on one lab CT (the lab inventory plus a test's own), from the repository's
     ansible.cfg: the process and the changed count of the CT's recap line (None without one)."""

@@ -112,6 +112,7 @@ def pypi_reports():
     }
 
 
+@pytest.mark.pypi
 @pytest.mark.parametrize("which", ["recorded", "second", "others"])
 def test_the_recorded_metadata_is_pypis(pypi_reports, which):
     wanted, report = pypi_reports[which]

@@ -171,12 +171,12 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
 def test_an_upgrade_to_the_second_profile_under_streams_loses_no_request_and_neither_does_going_back(inventory):
     """sglang-0.5.12 to sglang-0.5.23 under 8 streams through the router: the new stack is built beside the running
     one, sglang@0 moves to it first alone (its own cold JIT caches; the canary: health, a sampled chat, the smoke
-    chat), then the rest two at a time (as the rolling restart above), each step drained at the router first - no
+    chat), then the rest four at a time (half of them serving), each step drained at the router first - no
     stream cut, none refused - and every server reports 0.5.23. Back to sglang-0.5.12 on purpose: nothing installed,
     its caches warm, the same."""
     for profile, version in (("sglang-0.5.23", "0.5.23"), ("sglang-0.5.12", "0.5.12")):
         with Streams(ROUTER) as streams:
-            steps = json.dumps({"sglang_stack_profile": profile, "sglang_services_restart_batch": 2})
+            steps = json.dumps({"sglang_stack_profile": profile, "sglang_services_restart_batch": 4})
             proc, changed = run_site(inventory, "ct980", "-e", steps)
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
         canary = "gpulxc.sglang.sglang_services : Restart the canary on the new stack, then wait for its health and a"

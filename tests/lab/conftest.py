@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
 
 TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
+# A site's own template with jit_toolchain's packages and the router front's (nginx, openssl): the offline CT's, and
+# the CTs of the suites about the servers and the router, whose apt installs test_drift.py and test_fleet.py show
+JIT_TEMPLATE = "local:vztmpl/debian-12-gpulxclab-jit_12.0-2_amd64.tar.zst"
 
 
 def pytest_configure(config):

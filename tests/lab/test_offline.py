@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ct_state, destroy, pct, playbook_command, run_playbook, run_site
+from conftest import JIT_TEMPLATE, REPO, ct_state, destroy, pct, playbook_command, run_playbook, run_site
 
 VMID = 970
 WHEELHOUSE = Path("/var/lib/gpulxc-lab/test-wheelhouse")
 INDEX_LOG = Path("/var/lib/gpulxc-lab/index.log")
-JIT_TEMPLATE = "local:vztmpl/debian-12-gpulxclab-jit_12.0-2_amd64.tar.zst"
 HOST = {
     "proxmox_vmid": VMID,
     "pct_container_node": "lab-pve",

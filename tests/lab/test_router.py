@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, Streams, ct_state, destroy, pct, run_site, side_by_side, task_output
+from conftest import JIT_TEMPLATE, REPO, Streams, ct_state, destroy, pct, run_site, side_by_side, task_output
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
@@ -38,7 +38,7 @@ def inventory(lab_ready, tmp_path_factory):
     destroy(VMID)
     path = tmp_path_factory.mktemp("inv") / "ct980.yml"
     path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct980": {
-        "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
+        "proxmox_vmid": VMID, "pct_container_node": "lab-pve", "pct_container_ostemplate": JIT_TEMPLATE,
         "sglang_services_port_base": 34000, "sglang_services_nccl_port_base": 35000,
         "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980,
         # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back

@@ -212,6 +212,7 @@ def test_drift_is_repaired_and_each_repair_reported(inventory):
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
+@pytest.mark.lab_alone  # the package index's files: a wheel taken away, then tampered with
 def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converges(inventory):
     """Two locked wheels gone from the venv and from uv's cache; the index then lacks one (404), then serves it
     with other bytes (its sha256 no longer the lock's): each run fails naming the file and installs neither
@@ -247,6 +248,7 @@ def test_an_index_failing_during_an_install_installs_nothing_and_a_rerun_converg
 THROTTLE = Path("/var/lib/gpulxc-lab/index.throttle")  # lab/index/serve's: the bytes a second it serves wheels at
 
 
+@pytest.mark.lab_alone  # the package index's speed
 def test_an_install_from_a_throttled_index_prints_its_progress_every_interval(inventory):
     """flashinfer-python (8 MiB) gone from the venv and from uv's cache, and the index serving wheels at 256 KiB/s:
     the repair's install takes half a minute, and its wait prints a line every 5 s (sglang_stack_progress_interval)

@@ -2,7 +2,8 @@
 host's network): from an empty node to 8 healthy servers behind the router in one run, ending with the
 summary and its curl line (which works); `--check --diff` on the converged CT changes nothing; then the drift
 suite: each of the recipe's eight fixes broken by hand, plus a stopped unit, an edited unit file and a removed
-devN line, all repaired by one re-run that reports each repair; then a run reports changed=0.
+devN line, all repaired by one re-run that reports each repair; then a run reports changed=0; the model staged again,
+and a node reboot bringing the CT, its 8 servers and the router back unattended; the removal last.
 """
 
 import json
@@ -13,7 +14,21 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, changed_tasks, conf_text, ct_state, destroy, pct, run_playbook, run_site, task_output
+from conftest import (
+    REPO,
+    TEMPLATE,
+    changed_tasks,
+    conf_text,
+    ct_state,
+    destroy,
+    pct,
+    run_playbook,
+    run_site,
+    task_output,
+)
+
+# a node reboot; the removal's node unit, which goes only when no other CT passes GPUs
+pytestmark = pytest.mark.lab_alone
 
 VMID = 990
 ROUTER = "http://127.0.0.1:8990"
@@ -248,6 +263,42 @@ def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_
 
     proc, changed = run_site(inventory, "ct990")
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
+
+
+def wait_ready(deadline_s):
+    """Until the router admits all 8 servers (its readiness), or the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            if readiness()["healthy_workers"] == 8:
+                return
+        except OSError:
+            pass  # the router is not back yet
+        time.sleep(1)
+    assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
+
+
+def test_the_model_is_staged_again_and_a_node_reboot_brings_the_container_and_its_8_servers_back_unattended(inventory):
+    """The model gone from /dev/shm is staged again by a re-run. Then boot-node: every lab CT stopped, every
+    /dev/nvidia* node gone (the .run driver's reboot), the units ordered before pve-guests run, then pve-guests starts
+    the onboot CTs. Without the boot unit the start fails with Proxmox's own message (test_role_pct_container's
+    negative control); with it, nobody runs Ansible: systemd stages the model (a reboot empties /dev/shm), then starts
+    the 8 and the router, which admits them, and a whole re-run has nothing to change."""
+    in_ct("rm -rf /dev/shm/stand-in")
+    proc, changed = run_site(inventory, "ct990", "--tags=services")
+    assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
+    # the copy is a job: its result, collected after the progress lines, says it changed
+    collected = "Collect the result of sglang_services: staging /mnt/models/stand-in in /dev/shm/stand-in] ***\nchanged"
+    assert collected in proc.stdout, proc.stdout[-3000:]
+    assert in_ct("test -f /dev/shm/stand-in/config.json").returncode == 0
+    proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nvidia-modprobe -c255" in proc.stdout and f"start CT {VMID}: OK" in proc.stdout, proc.stdout
+    wait_ready(deadline_s=180)
+    assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
+    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
+    proc, changed = run_site(inventory, "ct990")
+    assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
 
 
 def test_bad_removal_input_fails_before_any_change(inventory):

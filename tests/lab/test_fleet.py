@@ -32,6 +32,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Streams, destroy, pct, playbook_command, task_output
 
+# the node unit removed, the package index's downloads counted, both nodes' steps
+pytestmark = pytest.mark.lab_alone
+
 STATE = Path("/var/lib/gpulxc-lab")
 CACHES = STATE / "test-fleet-caches"
 INDEX_LOG = STATE / "index.log"

@@ -5,7 +5,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import REPO, TEMPLATE, conf_text, destroy, pct
+
+# it tears the lab down and sets it up again
+pytestmark = pytest.mark.lab_alone
 
 LAB_MADE = [
     "/usr/sbin/pct",

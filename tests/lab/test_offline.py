@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import JIT_TEMPLATE, REPO, ct_state, destroy, pct, playbook_command, run_playbook, run_site
 
+# the package index's log: the offline CT's converge must leave nothing in it
+pytestmark = pytest.mark.lab_alone
+
 VMID = 970
 WHEELHOUSE = Path("/var/lib/gpulxc-lab/test-wheelhouse")
 INDEX_LOG = Path("/var/lib/gpulxc-lab/index.log")

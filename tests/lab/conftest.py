@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,8 +18,10 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "lab"))
@@ -42,6 +45,23 @@ def pytest_configure(config):
     )
 
 
+# The lab tests' clock (fast-clock.yml, an inventory every play of these tests reads): the stand-in's waits and smg's
+# checks shorter than the real ones, which the roles' defaults and the stand-in keep (make demo, molecule).
+FAST_CLOCK = Path(__file__).with_name("fast-clock.yml")
+STANDIN_CLOCK = yaml.safe_load(FAST_CLOCK.read_text())["sglang_containers"]["vars"]["sglang_services_environment"]
+
+
+def standin_environment(plan=None, clock=None):
+    """sglang_services_environment for a test that sets its own: the lab's fast clock (or `clock`, {} for the real
+    server's) and a stand-in plan ({GPU index: {load_s, warmup_s, fault, ...}}, lab/standin/sglang/launch_server.py)."""
+    environment = dict(STANDIN_CLOCK)
+    if clock is not None:
+        environment["GPULXC_LAB_STANDIN_CLOCK"] = json.dumps(clock)
+    if plan is not None:
+        environment["GPULXC_LAB_STANDIN_PLAN"] = plan if isinstance(plan, str) else json.dumps(plan)
+    return environment
+
+
 def run_site(inventory, limit, *args):
     """`ansible-playbook site.yml` on one lab CT (the lab inventory plus a test's own), from the repository's
     ansible.cfg: the process and the changed count of the CT's recap line (None without one)."""
@@ -51,7 +71,7 @@ def run_site(inventory, limit, *args):
 def playbook_command(playbook, inventory, limit, *args):
     """(argv, env) of `ansible-playbook <playbook>` on one lab CT, for subprocess.run or Popen with cwd=REPO."""
     argv = [str(REPO / ".venv/bin/ansible-playbook"), playbook, "-i", str(REPO / "inventories/lab"),
-            "-i", str(inventory), "-l", limit, *args]  # fmt: skip
+            "-i", str(FAST_CLOCK), "-i", str(inventory), "-l", limit, *args]  # fmt: skip
     return argv, dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
 
 
@@ -68,6 +88,23 @@ def side_by_side(play, argument_lists, workers=3):
     refused before any change: they only read, so they may share a CT, and their before/after comparison is one."""
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         return list(pool.map(lambda arguments: play(*arguments), argument_lists))
+
+
+def refused_side_by_side(play, argument_lists, snapshot):
+    """Runs refused for bad input (their breadth: tests/unit/roles/test_bad_input.py), side by side, and
+    `snapshot()` - what they must leave byte for byte as it was - before and after them all: (runs, before, after)."""
+    before = snapshot()
+    runs = side_by_side(play, argument_lists)
+    return runs, before, snapshot()
+
+
+def assert_refused(run, messages):
+    """The run failed, changed nothing, and said each message (whitespace as the terminal folds it aside)."""
+    proc, changed = run
+    assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
+    said = " ".join(proc.stdout.split())
+    missing = [message for message in messages if message not in said]
+    assert not missing, (missing, proc.stdout[-3000:])
 
 
 def changed_tasks(proc):
@@ -112,6 +149,17 @@ CT_STATE = (
 )
 
 
+def in_ct(vmid, script):
+    """`bash -c script` in CT `vmid` (the process: its returncode, stdout and stderr; a failure raises nothing)."""
+    return pct("exec", vmid, "--", "/bin/bash", "-c", script, check=False)
+
+
+def main_pids(vmid, gpus=range(8)):
+    """The main PIDs of the CT's sglang@N.service for each GPU N (a restarted unit has another)."""
+    units = " ".join(f"sglang@{gpu}.service" for gpu in gpus)
+    return in_ct(vmid, f"systemctl show -p MainPID --value {units}").stdout.split()
+
+
 def ct_state(vmid):
     """(the CT's config, CT_STATE in the CT): the bad-input suites compare it before and after."""
     inside = pct("exec", vmid, "--", "/bin/bash", "-c", CT_STATE, check=False).stdout
@@ -121,6 +169,43 @@ def ct_state(vmid):
 def destroy(vmid):
     if Path(f"/etc/pve/lxc/{vmid}.conf").exists():
         pct("destroy", vmid, "--force", "1")
+
+
+INDEX = Path("/var/lib/gpulxc-lab/index")  # the lab package index's tree (lab/index/build): simple/ and files/
+
+
+@contextlib.contextmanager
+def private_index(name, port):
+    """A package index of one test file's own (test infrastructure): lab/index/serve on `port` over a hard-linked
+    copy of the lab's index, with a log and a throttle file of its own, so that a test that takes a wheel away,
+    tampers with one, slows the index or counts its downloads disturbs no other CT and sees no other CT's requests.
+    Yields its url (for uv_venv_index_url), files (the wheels: replace one, never write into it: the copy's files are
+    the lab index's), log and throttle."""
+    root = Path(f"/var/lib/gpulxc-lab/test-index-{name}")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    subprocess.run(["cp", "-al", str(INDEX), str(root / "index")], check=True)
+    index = SimpleNamespace(url=f"http://127.0.0.1:{port}/simple", files=root / "index/files",
+                            log=root / "index.log", throttle=root / "index.throttle")  # fmt: skip
+    index.log.touch()
+    server = subprocess.Popen(["/usr/bin/python3", str(REPO / "lab/index/serve"), str(root / "index"), str(port),
+                               str(index.log), str(index.throttle)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=(root / "index.err").open("w"))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(index.url + "/", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, (root / "index.err").read_text()
+                time.sleep(0.1)
+        index.log.write_text("")  # that probe's line
+        yield index
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ from conftest import (
     conf_text,
     ct_state,
     destroy,
+    in_ct,
+    main_pids,
     pct,
     run_playbook,
     run_site,
@@ -43,13 +45,14 @@ FLASHINFER_CCCL = "/opt/sglang/venv/lib/python3.11/site-packages/flashinfer/data
 @pytest.fixture(scope="module")
 def first_run(lab_ready, tmp_path_factory):
     destroy(VMID)
+    # an empty node: without the node unit too, which the first run's node steps must write
+    subprocess.run(["systemctl", "disable", "gpulxc-nvidia-nodes.service"], capture_output=True, check=False)
+    Path(NODE_UNIT).unlink(missing_ok=True)
     path = tmp_path_factory.mktemp("inv") / "ct990.yml"
     path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct990": {
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
         "sglang_services_port_base": 36000, "sglang_services_nccl_port_base": 37000,
         "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990,
-        # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back
-        "sglang_router_health_check_interval": 2,
         # a drop-in the role writes (declared), beside which the drift test adds one by hand
         "sglang_services_unit_drop_ins": {"declared": "[Service]\nEnvironment=GPULXC_DECLARED=1\n"}}}}}))  # fmt: skip
     proc, changed = run_site(path, "ct990")
@@ -62,10 +65,6 @@ def inventory(first_run):
     path, proc, _ = first_run
     assert proc.returncode == 0, proc.stdout[-3000:]
     return path
-
-
-def in_ct(script):
-    return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
 
 
 def readiness():
@@ -83,6 +82,11 @@ def test_from_an_empty_node_to_8_healthy_servers_behind_the_router_in_one_run(fi
     _, proc, changed = first_run
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert re.search(r"ct990\s*:\s*ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0", proc.stdout)
+    # the node's steps, done by the CT's run (the node's leader: a fleet's is test_fleet.py's) wrote the node unit
+    unit = task_output(
+        proc, "gpulxc.sglang.pct_container : Install the node unit that creates the NVIDIA device nodes at boot"
+    )
+    assert "changed: [ct990 -> lab-pve" in unit and Path(NODE_UNIT).exists(), unit
     lines = summary(proc)
     assert lines[0] == "CT 990 on lab-pve"
     assert lines[1] == "GPUs: 8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, SM 12.0 (indexes 0,1,2,3,4,5,6,7)"
@@ -135,46 +139,47 @@ BREAKS = {
 
 def assert_repaired():
     """What BREAKS broke works again: each tool, file, link, mode, unit and drop-in, the router's 8 workers."""
-    freeze = in_ct(f"{UV} pip freeze --python {PY}").stdout
+    freeze = in_ct(VMID, f"{UV} pip freeze --python {PY}").stdout
     for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "nvidia-nvvm==13.2.78"):
         assert pin in freeze, pin
-    assert in_ct("command -v ninja").returncode == 0
-    assert in_ct("g++ --version").returncode == 0
-    assert "/nowhere" not in in_ct("cat /etc/sglang/cuda.env").stdout
+    assert in_ct(VMID, "command -v ninja").returncode == 0
+    assert in_ct(VMID, "g++ --version").returncode == 0
+    assert "/nowhere" not in in_ct(VMID, "cat /etc/sglang/cuda.env").stdout
     assert (
         in_ct(
+            VMID,
             ENV + "test -L $CUDA_HOME/lib64 && test -e $CUDA_HOME/lib/libcudart.so"
-            " && test -e $CUDA_HOME/lib/stubs/libcuda.so && test -e $CUDA_HOME/include/nv/target"
+            " && test -e $CUDA_HOME/lib/stubs/libcuda.so && test -e $CUDA_HOME/include/nv/target",
         ).returncode
         == 0
     )
-    assert 'attention-backend: "flashinfer"' in in_ct("cat /etc/sglang/instance-3.yaml").stdout
-    assert "EDITED_BY_HAND" not in in_ct("cat /etc/systemd/system/sglang@.service").stdout
+    assert 'attention-backend: "flashinfer"' in in_ct(VMID, "cat /etc/sglang/instance-3.yaml").stdout
+    assert "EDITED_BY_HAND" not in in_ct(VMID, "cat /etc/systemd/system/sglang@.service").stdout
     assert "dev6: /dev/nvidia3" in conf_text(VMID)
-    assert in_ct(f"test -s {SMG_SO} && test -d {FLASHINFER_CCCL}/cuda/__barrier").returncode == 0
-    assert in_ct(ENV + "test -L $CUDA_HOME/lib/libnvrtc.so").returncode == 0
-    modes = in_ct("stat -c '%a %U:%G' /etc/sglang/instance-6.yaml /etc/sglang/instance-1.env").stdout.split("\n")
+    assert in_ct(VMID, f"test -s {SMG_SO} && test -d {FLASHINFER_CCCL}/cuda/__barrier").returncode == 0
+    assert in_ct(VMID, ENV + "test -L $CUDA_HOME/lib/libnvrtc.so").returncode == 0
+    modes = in_ct(VMID, "stat -c '%a %U:%G' /etc/sglang/instance-6.yaml /etc/sglang/instance-1.env").stdout.split("\n")
     assert modes[:2] == ["640 root:sglang", "644 root:root"], modes
-    assert in_ct("test -e /etc/systemd/system/sglang@.service.d/override.conf").returncode != 0
+    assert in_ct(VMID, "test -e /etc/systemd/system/sglang@.service.d/override.conf").returncode != 0
     declared = "/etc/systemd/system/sglang@.service.d/declared.conf"  # the role's own stays
-    assert in_ct("systemctl show -P DropInPaths sglang@0.service").stdout.strip() == declared
-    environ = in_ct("tr '\\0' '\\n' </proc/$(systemctl show -P MainPID sglang@0.service)/environ").stdout
+    assert in_ct(VMID, "systemctl show -P DropInPaths sglang@0.service").stdout.strip() == declared
+    environ = in_ct(VMID, "tr '\\0' '\\n' </proc/$(systemctl show -P MainPID sglang@0.service)/environ").stdout
     assert "DROPPED_IN" not in environ and "GPULXC_DECLARED=1" in environ.splitlines()
-    assert in_ct("systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
+    assert in_ct(VMID, "systemctl is-active sglang@{0..7}.service").stdout.split() == ["active"] * 8
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
 
 def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory):
     for name, command in BREAKS.items():
-        assert in_ct(command).returncode == 0, name
+        assert in_ct(VMID, command).returncode == 0, name
     path = f"/etc/pve/lxc/{VMID}.conf"  # and a devN line removed from the CT's config on the node
     with open(path) as handle:
         kept = [line for line in handle if not line.startswith("dev6:")]
     with open(path, "w") as handle:
         handle.writelines(kept)
     assert "dev6:" not in conf_text(VMID)
-    assert in_ct("command -v ninja").returncode != 0
-    assert in_ct("g++ --version").returncode != 0
+    assert in_ct(VMID, "command -v ninja").returncode != 0
+    assert in_ct(VMID, "g++ --version").returncode != 0
 
     proc, changed = run_site(inventory, "ct990", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -231,22 +236,17 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
-def main_pids():
-    out = in_ct("for i in 0 1 2 3 4 5 6 7; do systemctl show -P MainPID sglang@$i.service; done").stdout
-    return [int(pid) for pid in out.split()]
-
-
 def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_file_is_repaired(inventory):
     # systemd restarts a crashed server with the environment file as it is then: here a drifted one
-    assert in_ct("sed -i 's#^NO_PROXY=.*#NO_PROXY=drifted#' /etc/sglang/cuda.env").returncode == 0
-    assert in_ct("systemctl restart sglang@2.service").returncode == 0
+    assert in_ct(VMID, "sed -i 's#^NO_PROXY=.*#NO_PROXY=drifted#' /etc/sglang/cuda.env").returncode == 0
+    assert in_ct(VMID, "systemctl restart sglang@2.service").returncode == 0
     health = "import urllib.request as u; u.urlopen('http://127.0.0.1:36002/health', timeout=5)"
     for _ in range(60):
-        if in_ct(f'python3 -c "{health}"').returncode == 0:
+        if in_ct(VMID, f'python3 -c "{health}"').returncode == 0:
             break
         time.sleep(1)
-    before = main_pids()
-    assert "NO_PROXY=drifted" in in_ct(f"tr '\\0' '\\n' </proc/{before[2]}/environ").stdout
+    before = main_pids(VMID)
+    assert "NO_PROXY=drifted" in in_ct(VMID, f"tr '\\0' '\\n' </proc/{before[2]}/environ").stdout
 
     proc, changed = run_site(inventory, "ct990", "--diff")
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
@@ -254,10 +254,10 @@ def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_
     assert "gpulxc.sglang.sglang_services : Restart sglang@2" in reported, reported
     assert not [name for name in reported if name.startswith("gpulxc.sglang.sglang_services : Restart sglang@")
                 and name != "gpulxc.sglang.sglang_services : Restart sglang@2"], reported  # fmt: skip
-    after = main_pids()
+    after = main_pids(VMID)
     assert after[2] != before[2]
     assert [pid for i, pid in enumerate(after) if i != 2] == [pid for i, pid in enumerate(before) if i != 2]
-    environ = in_ct(f"tr '\\0' '\\n' </proc/{after[2]}/environ").stdout.splitlines()
+    environ = in_ct(VMID, f"tr '\\0' '\\n' </proc/{after[2]}/environ").stdout.splitlines()
     assert "NO_PROXY=127.0.0.1,localhost,::1" in environ
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
@@ -284,19 +284,19 @@ def test_the_model_is_staged_again_and_a_node_reboot_brings_the_container_and_it
     the onboot CTs. Without the boot unit the start fails with Proxmox's own message (test_role_pct_container's
     negative control); with it, nobody runs Ansible: systemd stages the model (a reboot empties /dev/shm), then starts
     the 8 and the router, which admits them, and a whole re-run has nothing to change."""
-    in_ct("rm -rf /dev/shm/stand-in")
+    in_ct(VMID, "rm -rf /dev/shm/stand-in")
     proc, changed = run_site(inventory, "ct990", "--tags=services")
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     # the copy is a job: its result, collected after the progress lines, says it changed
     collected = "Collect the result of sglang_services: staging /mnt/models/stand-in in /dev/shm/stand-in] ***\nchanged"
     assert collected in proc.stdout, proc.stdout[-3000:]
-    assert in_ct("test -f /dev/shm/stand-in/config.json").returncode == 0
+    assert in_ct(VMID, "test -f /dev/shm/stand-in/config.json").returncode == 0
     proc = subprocess.run([str(REPO / "lab/boot-node")], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nvidia-modprobe -c255" in proc.stdout and f"start CT {VMID}: OK" in proc.stdout, proc.stdout
     wait_ready(deadline_s=180)
-    assert in_ct("systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
-    assert in_ct("cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
+    assert in_ct(VMID, "systemctl is-active sglang-model-stage.service").stdout.strip() == "active"
+    assert in_ct(VMID, "cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors").returncode == 0
     proc, changed = run_site(inventory, "ct990")
     assert proc.returncode == 0 and changed == 0, changed_tasks(proc)
 
@@ -340,7 +340,7 @@ def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_
     destroy(OTHER)
     pct("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:1", "--dev0", "/dev/nvidia0")
     try:
-        assert in_ct(LEFT_INSIDE).stdout.strip(), "nothing to remove: the converge did not run"
+        assert in_ct(VMID, LEFT_INSIDE).stdout.strip(), "nothing to remove: the converge did not run"
         # check mode predicts the removal and changes nothing
         before = ct_state(VMID)
         proc, changed = run_playbook("remove.yml", inventory, "ct990", "--check", "--diff")
@@ -350,7 +350,7 @@ def test_removal_then_changed_0_the_node_unit_kept_while_another_ct_passes_gpus_
         proc, changed = run_playbook("remove.yml", inventory, "ct990")
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
         print(proc.stdout[-2500:])
-        left = in_ct(LEFT_INSIDE)
+        left = in_ct(VMID, LEFT_INSIDE)
         assert left.stdout.strip() == "", left.stdout
         assert pct("status", VMID).stdout.strip() == "status: running"
         assert Path(NODE_UNIT).exists(), "the node unit went while CT 991 passes a GPU"

@@ -3,9 +3,10 @@
 answers as the cluster's second node) with that node's own cache - converged by one `site.yml` run, side by side.
 
 - The node's own steps (the boot unit, its device nodes) are done by one container a node (the first of the run on
-  it), the nodes' side by side.
+  it), the nodes' side by side. (That such a step writes what is missing: test_drift.py's first run, on an empty
+  node; here the unit is already there, as every other lab CT's run leaves it.)
 - Each node downloads each file once: its containers resolve and install one after another (uv_stack cache_lock),
-  the first filling the cache. Counted from the lab index's log (`<path> <status> <bytes>` per response).
+  the first filling the cache. Counted from the log of the fleet's own package index (conftest.private_index).
 - One gateway in front of every container's servers: ct940's router (the others name it,
   sglang_services_router_container, and run none of their own); the servers bound beyond loopback with one key
   (an extra-vars file), published at the lab machine's address. Each drain runs at the gateway.
@@ -30,23 +31,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Streams, destroy, pct, playbook_command, task_output
-
-# the node unit removed, the package index's downloads counted, both nodes' steps
-pytestmark = pytest.mark.lab_alone
+from conftest import REPO, Streams, destroy, pct, playbook_command, private_index, standin_environment, task_output
 
 STATE = Path("/var/lib/gpulxc-lab")
 CACHES = STATE / "test-fleet-caches"
-INDEX_LOG = STATE / "index.log"
+INDEX_PORT = 3142  # the fleet's own package index (its downloads are counted)
 NODE2 = (STATE / "node2").read_text().strip() if (STATE / "node2").exists() else "lab-pve2"
 NEW_STACK = {"sglang_stack_extra_packages": ["pycountry==24.6.1"]}  # one more package: a lock of its own
 # the new stack's stand-in crashes at start on ct941's first GPU (2): its canary, sglang@2 (instances are named and
 # ported by GPU index)
 PLAN = {"2": {"fault": "crash_at_start", "only_with": "pycountry==24.6.1"}}
 CTS = {
-    940: {"node": "lab-pve", "gpus": [0, 1], "port": 34000},
-    941: {"node": "lab-pve", "gpus": [2, 3], "port": 34100},
-    942: {"node": NODE2, "gpus": [4, 5], "port": 34200},
+    940: {"node": "lab-pve", "gpus": [0, 1], "port": 38000},
+    941: {"node": "lab-pve", "gpus": [2, 3], "port": 38100},
+    942: {"node": NODE2, "gpus": [4, 5], "port": 38200},
 }
 UNIT_TASK = "Install the node unit that creates the NVIDIA device nodes at boot"
 GATEWAY = "http://127.0.0.1:8940"  # ct940's router (sglang_router_port 8000 + vmid), in front of all 6 servers
@@ -73,7 +71,7 @@ def in_ct(vmid, script):
     return pct_at(vmid, "exec", vmid, "--", "/bin/bash", "-c", script, check=False).stdout
 
 
-def write_inventory(path, faults=None):
+def write_inventory(path, index, faults=None):
     """The fleet's inventory; faults: {vmid: stand-in plan} for those CTs' servers."""
     hosts = {}
     for vmid, ct in CTS.items():
@@ -83,14 +81,13 @@ def write_inventory(path, faults=None):
             "pct_container_mounts": [
                 {"host_path": str(STATE / "models"), "ct_path": "/mnt/models", "read_only": True},  # as inventories/lab
                 {"host_path": str(cache), "ct_path": "/var/cache/uv-shared", "read_only": False}],
-            "uv_venv_cache_dir": "/var/cache/uv-shared",
+            "uv_venv_cache_dir": "/var/cache/uv-shared", "uv_venv_index_url": index.url,
             "sglang_services_port_base": ct["port"], "sglang_services_nccl_port_base": ct["port"] + 50,
             "sglang_router_port": 8000 + vmid, "sglang_router_prometheus_port": 29000 + vmid,
-            "sglang_router_health_check_interval": 2,
             "sglang_services_host": "0.0.0.0", "sglang_services_advertise_host": ADDRESS,
             "sglang_services_enable_metrics": False,  # keyed servers beyond loopback serve /metrics keyless
             **({"sglang_services_router_container": "ct940"} if vmid != 940 else {}),
-            **({"sglang_services_environment": {"GPULXC_LAB_STANDIN_PLAN": json.dumps(faults[vmid])}}
+            **({"sglang_services_environment": standin_environment(faults[vmid])}
                if faults and vmid in faults else {}),
         }  # fmt: skip
         if ct["node"] != "lab-pve":
@@ -108,13 +105,19 @@ def destroy_all():
 
 
 @pytest.fixture(scope="module")
-def inventory(lab_ready, tmp_path_factory):
+def index(lab_ready):
+    with private_index("fleet", INDEX_PORT) as index:
+        yield index
+
+
+@pytest.fixture(scope="module")
+def inventory(index, tmp_path_factory):
     assert node2_pid(), "lab/setup starts the sshd of the second node"
     destroy_all()
     shutil.rmtree(CACHES, ignore_errors=True)
     for node in {ct["node"] for ct in CTS.values()}:
         (CACHES / node).mkdir(parents=True, mode=0o755)
-    yield write_inventory(tmp_path_factory.mktemp("inv") / "fleet.yml")
+    yield write_inventory(tmp_path_factory.mktemp("inv") / "fleet.yml", index)
     destroy_all()
     shutil.rmtree(CACHES, ignore_errors=True)
 
@@ -157,9 +160,9 @@ def fleet_state():
     return {vmid: (stack(vmid), main_pids(vmid), in_ct(vmid, "md5sum /etc/sglang/instance-*.yaml")) for vmid in CTS}
 
 
-def wheels_fetched(offset):
-    """{wheel path: full downloads} the lab index served after `offset` (a 304 revalidation sends nothing)."""
-    with INDEX_LOG.open("rb") as log:
+def wheels_fetched(index, offset):
+    """{wheel path: full downloads} the fleet's index served after `offset` (a 304 revalidation sends nothing)."""
+    with index.log.open("rb") as log:
         log.seek(offset)
         lines = log.read().decode().splitlines()
     return Counter(path for path, status, size in (line.rsplit(" ", 2) for line in lines)
@@ -167,21 +170,18 @@ def wheels_fetched(offset):
 
 
 def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_own_steps_and_downloads_once(
-    inventory,
+    inventory, index
 ):
-    # the node unit gone, so that its steps have something to do (both lab nodes are this machine: one unit file)
-    subprocess.run(["systemctl", "disable", "gpulxc-nvidia-nodes.service"], capture_output=True, check=False)
-    Path("/etc/systemd/system/gpulxc-nvidia-nodes.service").unlink(missing_ok=True)
-    offset = INDEX_LOG.stat().st_size
+    offset = index.log.stat().st_size
     proc, recap = play("site.yml", inventory)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(recap) == {"ct940", "ct941", "ct942"} and all("failed=0" in line for line in recap.values()), recap
     # each node's first container of the run did the node's steps; the node's other one skipped them (both lab nodes
-    # are one machine with one unit file: the second leader to get there finds it written, "ok")
+    # are one machine with one unit file, which the lab's other CTs' runs keep written: "ok")
     unit = task_output(proc, f"gpulxc.sglang.pct_container : {UNIT_TASK}")
-    done = re.findall(r"(ok|changed): \[(ct9\d\d) -> ([\w-]+)[(\]]", unit)  # "changed: [ct940 -> lab-pve(127.0.0.1)]"
+    done = re.findall(r"(ok|changed): \[(ct9\d\d) -> ([\w-]+)[(\]]", unit)  # "ok: [ct940 -> lab-pve(127.0.0.1)]"
     assert {ct: node for _, ct, node in done} == {"ct940": "lab-pve", "ct942": NODE2}, unit
-    assert "changed" in {status for status, _, _ in done} and "skipping: [ct941]" in unit, unit
+    assert "skipping: [ct941]" in unit, unit
     # where each CT is: its config on its node, a running LXC container
     here = socket.gethostname().split(".")[0]
     assert {vmid for vmid in CTS if Path(f"/etc/pve/nodes/{here}/lxc/{vmid}.conf").exists()} == {940, 941}
@@ -192,7 +192,7 @@ def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_o
     # a wheel k times, 1 or 2 (the lab index serves no PEP 658 metadata: uv's resolve fetches a wheel whole for its
     # metadata, then the install fetches it again), so two nodes make 2k (2 or 4); the node's two CTs installing side
     # by side without the lock would make 3k (3 or 6).
-    fetched = wheels_fetched(offset)
+    fetched = wheels_fetched(index, offset)
     stack_wheels = {path: n for path, n in fetched.items() if "/uv-" not in path}  # uv itself: get_url, not locked
     assert stack_wheels and set(stack_wheels.values()) <= {2, 4}, sorted(fetched.items(), key=lambda kv: -kv[1])[:10]
     # one gateway: ct940's router lists every container's servers at the address they were published at, routes to
@@ -207,7 +207,8 @@ def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_o
 
 
 def gateway_ready(deadline_s=30):
-    """The gateway's /readiness once all its workers are healthy (smg probes each every 2 s here), or as it is then."""
+    """The gateway's /readiness once all its workers are healthy (smg probes each every 1 s: fast-clock.yml), or as
+    it is then."""
     deadline = time.monotonic() + deadline_s
     while True:
         try:
@@ -241,13 +242,15 @@ def restart_times(vmid, since):
     return min(stamps), max(stamps)
 
 
-def test_a_rolling_upgrade_moves_one_container_at_a_time_and_stops_at_the_first_whose_canary_fails(inventory, tmp_path):
+def test_a_rolling_upgrade_moves_one_container_at_a_time_and_stops_at_the_first_whose_canary_fails(
+    inventory, index, tmp_path
+):
     """rolling.yml with a new stack whose stand-in crashes on ct941's GPU 2 (a lab fault), under 8 streams through
     the gateway: ct940 moves whole - its restarts over before ct941's begin - then ct941's canary fails and is rolled
     back, and the run stops there: ct942 keeps its stack and its servers. Every restart was drained at the gateway
     first: no stream cut or refused."""
     before = {vmid: (stack(vmid), main_pids(vmid)) for vmid in CTS}
-    faulty = write_inventory(tmp_path / "fleet-faulty.yml", faults={941: PLAN})
+    faulty = write_inventory(tmp_path / "fleet-faulty.yml", index, faults={941: PLAN})
     since = time.time()
     time.sleep(1)  # the journal is read from a whole second
     with Streams(GATEWAY) as streams:  # through the gateway, all along: each drain runs there
@@ -285,7 +288,7 @@ def test_a_whole_run_then_moves_the_rest_side_by_side_and_the_next_changes_nothi
     predicted = [line for line in recap.values() if "changed=0" not in line]
     assert proc.returncode == 0 and len(predicted) == 3, (recap, proc.stdout[-3000:])
     drain = task_output(proc, "gpulxc.sglang.sglang_services : Drain at the router first - sglang@2")
-    assert f"+http://{ADDRESS}:34102 draining" in drain and "changed: [ct941 -> ct940" in drain, proc.stdout[-3000:]
+    assert f"+http://{ADDRESS}:38102 draining" in drain and "changed: [ct941 -> ct940" in drain, proc.stdout[-3000:]
     restart = task_output(proc, "gpulxc.sglang.sglang_services : Restart sglang@2")
     assert "changed: [ct941] => (item=2)" in restart, proc.stdout[-3000:]
     assert fleet_state() == after

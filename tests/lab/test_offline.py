@@ -1,9 +1,10 @@
-"""Air-gapped: a wheelhouse built on the lab host (the connected machine) from the lab's index for ct970's stack
-(`playbooks/wheelhouse.yml`), then ct970 converges with `site.yml` from it. ct970 has no network at all: no
+"""Air-gapped: a wheelhouse built on the lab host (the connected machine) from the lab's index for ct950's stack
+(`playbooks/wheelhouse.yml`), then ct950 converges with `site.yml` from it. ct950 has no network at all: no
 netN, so LXC gives it a network namespace of its own with only loopback (the lab realises a CT without netN as
 `lxc.net.0.type = empty`); the wheelhouse is an mpN bind mount, read-only; its template already has
 jit_toolchain's packages (no Debian mirror is reachable either: a site's own template). While the run installs,
-requests from inside the CT to the lab's index and to PyPI fail, and the index serves nothing."""
+requests from inside the CT to the lab's index and to PyPI fail, and the index serves nothing: the wheelhouse is built
+from an index of this file's own (conftest.private_index), whose log no other lab CT writes to."""
 
 import hashlib
 import json
@@ -14,14 +15,22 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import JIT_TEMPLATE, REPO, ct_state, destroy, pct, playbook_command, run_playbook, run_site
+from conftest import (
+    JIT_TEMPLATE,
+    REPO,
+    ct_state,
+    destroy,
+    pct,
+    playbook_command,
+    private_index,
+    run_playbook,
+    run_site,
+)
 
-# the package index's log: the offline CT's converge must leave nothing in it
-pytestmark = pytest.mark.lab_alone
-
-VMID = 970
+VMID = 950
 WHEELHOUSE = Path("/var/lib/gpulxc-lab/test-wheelhouse")
-INDEX_LOG = Path("/var/lib/gpulxc-lab/index.log")
+INDEX_PORT = 3143  # this file's own package index: the offline CT's converge must leave nothing in its log
+INDEX_URL = f"http://127.0.0.1:{INDEX_PORT}"
 HOST = {
     "proxmox_vmid": VMID,
     "pct_container_node": "lab-pve",
@@ -33,11 +42,18 @@ HOST = {
         {"host_path": str(WHEELHOUSE), "ct_path": "/mnt/wheelhouse", "read_only": True},
     ],
     "uv_venv_wheelhouse": "/mnt/wheelhouse",
+    "uv_venv_index_url": f"{INDEX_URL}/simple",
+    "uv_venv_uv_wheel_url": f"{INDEX_URL}/files/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    # ports of its own: the lab's other CTs run beside it (their servers on the host's network)
+    "sglang_services_port_base": 39000,
+    "sglang_services_nccl_port_base": 39100,
+    "sglang_router_port": 8950,
+    "sglang_router_prometheus_port": 29950,
 }
 # Run inside the CT: a request to the lab's index (on the host's loopback) and to PyPI; prints what each raised.
 REACH = (
     "import urllib.request\n"
-    "for url in ('http://127.0.0.1:3141/simple/', 'https://pypi.org/simple/'):\n"
+    f"for url in ('{INDEX_URL}/simple/', 'http://127.0.0.1:3141/simple/', 'https://pypi.org/simple/'):\n"
     "    try:\n"
     "        urllib.request.urlopen(url, timeout=10)\n"
     "        print(url, 'REACHED')\n"
@@ -47,7 +63,7 @@ REACH = (
 
 
 def run_wheelhouse(inventory, *args):
-    """`ansible-playbook playbooks/wheelhouse.yml -l ct970`: the process and the recap's changed count."""
+    """`ansible-playbook playbooks/wheelhouse.yml -l ct950`: the process and the recap's changed count."""
     return run_playbook("playbooks/wheelhouse.yml", inventory, f"ct{VMID}", *args)
 
 
@@ -57,7 +73,13 @@ def lock_pins(path):
 
 
 @pytest.fixture(scope="module")
-def inventory(lab_ready, tmp_path_factory):
+def index(lab_ready):
+    with private_index("offline", INDEX_PORT) as index:
+        yield index
+
+
+@pytest.fixture(scope="module")
+def inventory(index, tmp_path_factory):
     destroy(VMID)
     shutil.rmtree(WHEELHOUSE, ignore_errors=True)
     path = tmp_path_factory.mktemp("inv") / "offline.yml"
@@ -93,10 +115,10 @@ def test_bad_wheelhouse_input_is_refused_naming_the_variable_before_anything_is_
     assert proc.returncode != 0 and "wheelhouse_dest must be the absolute path" in proc.stdout, proc.stdout[-2000:]
     # two containers that install different stacks cannot share one run (the module runs once)
     two = tmp_path / "two.yml"
-    hosts = {f"ct{VMID}": HOST, "ct971": dict(HOST, proxmox_vmid=971, sglang_router_version="1.12.0")}
+    hosts = {f"ct{VMID}": HOST, "ct951": dict(HOST, proxmox_vmid=951, sglang_router_version="1.12.0")}
     two.write_text(json.dumps({"sglang_containers": {"hosts": hosts}}))
-    proc, _ = run_playbook("playbooks/wheelhouse.yml", two, f"ct{VMID},ct971", "-e", f"wheelhouse_dest={dest}")
-    assert proc.returncode != 0 and "but the containers ct971 ask for another one than ct970" in proc.stdout, (
+    proc, _ = run_playbook("playbooks/wheelhouse.yml", two, f"ct{VMID},ct951", "-e", f"wheelhouse_dest={dest}")
+    assert proc.returncode != 0 and "but the containers ct951 ask for another one than ct950" in proc.stdout, (
         proc.stdout[-2000:]
     )
     assert not dest.exists()
@@ -123,8 +145,8 @@ def test_the_wheelhouse_holds_every_locked_wheel_with_its_sha256_and_a_rebuild_c
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
-def test_the_offline_ct_converges_from_the_wheelhouse_and_reaches_no_index(inventory, wheelhouse):
-    offset = INDEX_LOG.stat().st_size if INDEX_LOG.exists() else 0
+def test_the_offline_ct_converges_from_the_wheelhouse_and_reaches_no_index(inventory, index, wheelhouse):
+    offset = index.log.stat().st_size
     argv, env = playbook_command("site.yml", inventory, f"ct{VMID}")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env)
     reach = None
@@ -142,9 +164,9 @@ def test_the_offline_ct_converges_from_the_wheelhouse_and_reaches_no_index(inven
     assert proc.returncode == 0, out[-3000:]
     assert reach is not None, "the run ended before uv was set up in the CT"
     print(reach, links)
-    assert "REACHED" not in reach and reach.count("failed:") == 2, reach
+    assert "REACHED" not in reach and reach.count("failed:") == 3, reach
     assert re.findall(r"^\d+: (\S+?)[:@]", links, flags=re.MULTILINE) == ["lo"], links
-    with INDEX_LOG.open("rb") as log:
+    with index.log.open("rb") as log:
         log.seek(offset)
         served = log.read().decode()
     assert served == "", served[:2000]
@@ -168,7 +190,7 @@ def test_a_wheelhouse_without_the_uv_wheel_is_refused_before_anything_changes(in
     proc, _ = run_site(inventory, f"ct{VMID}", "-e", "uv_venv_wheelhouse=/mnt/models")
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "uv_venv_wheelhouse /mnt/models has no uv-0.13.9-" in proc.stdout, proc.stdout[-3000:]
-    assert "ansible-playbook gpulxc.sglang.wheelhouse -l ct970" in proc.stdout, proc.stdout[-3000:]
+    assert "ansible-playbook gpulxc.sglang.wheelhouse -l ct950" in proc.stdout, proc.stdout[-3000:]
     assert ct_state(VMID) == before
 
 
@@ -192,7 +214,7 @@ def test_a_wheelhouse_built_for_another_target_is_refused_before_anything_change
 
 
 def test_an_air_gapped_ct_without_a_debian_package_is_told_where_it_must_come_from(inventory, wheelhouse):
-    """Last in this module: it leaves ct970 without ninja-build (the module's teardown destroys it)."""
+    """Last in this module: it leaves ct950 without ninja-build (the module's teardown destroys it)."""
     pct("exec", VMID, "--", "dpkg", "-r", "ninja-build")
     proc, _ = run_site(inventory, f"ct{VMID}")
     assert proc.returncode != 0, proc.stdout[-2000:]

@@ -12,10 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, conf_text, destroy, pct, run_site, side_by_side, task_output
+from conftest import REPO, assert_refused, conf_text, destroy, pct, refused_side_by_side, run_site, task_output
 
-# node reboots, the Proxmox release pct plays (8 or 9) switched, nvidia-uvm's major changed
-pytestmark = pytest.mark.lab_alone
+# What changes the node for every CT on it (a node reboot, the Proxmox release pct plays switched, nvidia-uvm's major
+# changed, a GPU's device node removed) is marked lab_alone, one test at a time: the rest changes only ct920 and runs
+# in a lane (each part creates ct920 with its first converge).
+ALONE = pytest.mark.lab_alone
 
 VMID = 920
 ABSENT = 921
@@ -101,6 +103,7 @@ def test_drift_is_repaired_and_the_mac_never_changes(inventory):
     assert mac() == mac_before
 
 
+@ALONE
 def test_node_reboot_brings_the_container_back_with_its_gpus(inventory):
     """boot-node empties /dev of every NVIDIA node, as the reboot of a node with the .run driver does; the boot
     unit's nvidia-modprobe calls (-c255 for nvidiactl, -cN, -u -c0) make every node CT 920's devN name."""
@@ -116,6 +119,7 @@ def test_node_reboot_brings_the_container_back_with_its_gpus(inventory):
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
+@ALONE
 def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
     """The negative control of the test above: the same reboot with the unit disabled."""
     converged(inventory)
@@ -131,95 +135,82 @@ def test_without_the_boot_unit_a_reboot_leaves_the_container_down(inventory):
     assert wants.exists()
 
 
-BAD_INPUT = [
-    ({"proxmox_vmid": 99}, "pct_container_vmid: '99' is not a container id: Proxmox's pve-vmid is 100 to"),
-    ({"pct_container_gpus": [0, 8]}, "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)"),
-    ({"pct_container_gpu_passthrough": "vfio"}, "pct_container_gpu_passthrough must be one of"),
-    ({"pct_container_ostemplate": "local:vztmpl/nope.tar.zst"},
-     "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve"),
-    ({"pct_container_memory_mb": 2048}, "pct_container_memory_mb (2048) must cover /dev/shm"),
-    ({"pct_container_rootfs_storage": "local"},
-     "pct_container_rootfs_storage ('local') on lab-pve does not hold containers (Proxmox: storage 'local' does not"
-     " support container directories"),
-    ({"pct_container_rootfs_size_gb": 100000}, "on lab-pve has"),
-    ({"pct_container_device_mode": "666"}, "pct_container_device_mode: '666' is not an octal mode such as '0666'"),
-    ({"pct_container_driver_install": False},
-     f"the NVIDIA userspace in CT {ABSENT} is 'not installed' but the kernel driver on lab-pve is 580.95.05"),
-]  # fmt: skip
+# Bad input: its breadth (every class of bad value, every class of gpulxc.sglang.pve_errors) is
+# tests/unit/roles/test_bad_input.py's and tests/unit/plugins/filter/test_pve.py's; here, runs that several bad
+# settings share, side by side, refused in the preflight with every message: for a CT that does not exist yet, checked
+# against what the node answers (its GPUs, its template, its storage's room and kind), nothing created; and on the
+# converged CT, its config left byte for byte as it was.
+NEW = (
+    {
+        "pct_container_gpus": [0, 8],
+        "pct_container_memory_mb": 2048,
+        "pct_container_device_mode": "666",
+        "pct_container_rootfs_size_gb": 100000,
+        "pct_container_ostemplate": "local:vztmpl/nope.tar.zst",
+    },
+    [
+        "pct_container_gpus asks for GPUs [8] but the node has 8 GPU(s)",
+        "pct_container_memory_mb (2048) must cover /dev/shm",
+        "pct_container_device_mode: '666' is not an octal mode such as '0666'",
+        "pct_container_rootfs_storage ('local-lvm') on lab-pve has",
+        "the template pct_container_ostemplate ('local:vztmpl/nope.tar.zst') is not on lab-pve",
+    ],
+)
+NEW_STORAGE = (
+    {"pct_container_rootfs_storage": "local"},
+    [
+        "pct_container_rootfs_storage ('local') on lab-pve does not hold containers (Proxmox: storage 'local'"
+        " does not support container directories"
+    ],
+)
+CONVERGED = (
+    {
+        "pct_container_net0": "name=eth0,bridge=vmbr0,ip=dhcpx",
+        "pct_container_features": ["nesting=1", "nesting=0"],
+        "pct_container_hostname": "ct_920",
+        "pct_container_rootfs_storage": "local lvm",
+        "pct_container_shm_size_gb": 0,
+        "pct_container_cores": 8193,
+        "pct_container_mounts": [{"host_path": "/srv/../etc", "ct_path": "/mnt/m,x"}],
+        "pct_container_device_gid": "video",
+        "pct_container_unprivileged": True,
+    },
+    [
+        "pct_container_net0: 'ip=dhcpx' net0.ip: invalid format",
+        "pct_container_features: 'nesting=0' features.duplicate key",
+        "pct_container_hostname: 'ct_920' is not a DNS label",
+        "pct_container_rootfs_storage: 'local lvm' is not a storage ID",
+        "pct_container_shm_size_gb: '0' is out of range",
+        "pct_container_cores: '8193' is out of range; Proxmox's cores is 1 to 8192",
+        "pct_container_mounts: '/srv/../etc' entry 0: host_path: /srv/../etc contains illegal",
+        "pct_container_mounts: '/mnt/m,x' entry 0: ct_path must not hold ','",
+        "pct_container_device_gid: 'video' is not an integer",
+        f"CT {VMID} exists and is privileged, but pct_container_unprivileged is true",
+    ],
+)
+PREFLIGHT = "pct_container : Check the role's input and that the node can take the container"
 
 
 @pytest.fixture(scope="module")
-def refused_new(inventory):
-    """Each BAD_INPUT run for a container that does not exist yet, side by side: {extra: (process, changed)}."""
-    runs = side_by_side(
-        site, [(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **extra})) for extra, _ in BAD_INPUT]
-    )
-    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}
-
-
-@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
-def test_bad_input_fails_before_any_change(refused_new, extra, message):
-    proc, changed = refused_new[json.dumps(extra)]
-    assert proc.returncode != 0
-    assert message in " ".join(proc.stdout.split()), proc.stdout[-3000:]
-    assert changed == 0
-    assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
-
-
-# One refused run per class of gpulxc.sglang.pve_errors (tests/unit/plugins/filter/test_pve.py has several values
-# per class), on one converged CT: each fails in the preflight, and the CT's config stays byte for byte as it was.
-REFUSED = {
-    "net0 property string": ({"pct_container_net0": "name=eth0,bridge=vmbr0,ip=dhcpx"},
-                             ["pct_container_net0: 'ip=dhcpx' net0.ip: invalid format"]),
-    "features property string": ({"pct_container_features": ["nesting=1", "nesting=0"]},
-                                 ["pct_container_features: 'nesting=0' features.duplicate key"]),
-    "hostname": ({"pct_container_hostname": "ct_920"}, ["pct_container_hostname: 'ct_920' is not a DNS label"]),
-    "storage and template names": ({"pct_container_rootfs_storage": "local lvm"},
-                                   ["pct_container_rootfs_storage: 'local lvm' is not a storage ID"]),
-    "sizes not positive": ({"pct_container_rootfs_size_gb": 0, "pct_container_shm_size_gb": 0},
-                           ["pct_container_rootfs_size_gb: '0' must be a size in GiB above 0",
-                            "pct_container_shm_size_gb: '0' is out of range"]),
-    "resources outside $confdesc": ({"pct_container_cores": 8193, "pct_container_swap_mb": -1},
-                                    ["pct_container_cores: '8193' is out of range; Proxmox's cores is 1 to 8192",
-                                     "pct_container_swap_mb: '-1' is out of range"]),
-    "mount paths and options": ({"pct_container_mounts": [{"host_path": "/srv/../etc", "ct_path": "/mnt/m,x"}]},
-                                ["pct_container_mounts: '/srv/../etc' entry 0: host_path: /srv/../etc contains illegal",
-                                 "pct_container_mounts: '/mnt/m,x' entry 0: ct_path must not hold ','"]),
-    "lists that repeat": ({"pct_container_gpus": [0, 0],
-                           "pct_container_mounts": [{"host_path": "/a", "ct_path": "/m"},
-                                                    {"host_path": "/b", "ct_path": "/m"}]},
-                          ["pct_container_gpus: '0' is listed more than once",
-                           "pct_container_mounts: '/m' is the ct_path of more than one mount"]),
-    "device mode and gid": ({"pct_container_device_mode": "0668", "pct_container_device_gid": "video"},
-                            ["pct_container_device_mode: '0668' is not an octal mode",
-                             "pct_container_device_gid: 'video' is not an integer"]),
-    "unprivileged changed": ({"pct_container_unprivileged": True},
-                             [f"CT {VMID} exists and is privileged, but pct_container_unprivileged is true"]),
-}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def refused_converged(inventory):
-    """Each REFUSED run on the converged CT, side by side: ({name: (process, changed)}, its config before them)."""
+def refused(inventory):
+    """The refused runs, side by side: two for a CT that does not exist yet, one on the converged CT; and the
+    converged CT's config before and after them."""
     converged(inventory)
-    before = Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
-    runs = side_by_side(site, [(inventory, "-e", json.dumps(extra)) for extra, _ in REFUSED.values()])
-    return dict(zip(REFUSED, runs, strict=True)), before
+    arguments = [(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW[0]})),
+                 (inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW_STORAGE[0]})),
+                 (inventory, "-e", json.dumps(CONVERGED[0]))]  # fmt: skip
+    return refused_side_by_side(site, arguments, Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes)
 
 
-@pytest.mark.parametrize("name", list(REFUSED))
-def test_input_proxmox_refuses_fails_in_the_preflight_and_leaves_the_config_as_it_was(refused_converged, name):
-    runs, before = refused_converged
-    proc, changed = runs[name]
-    assert proc.returncode != 0 and changed == 0
-    out = " ".join(proc.stdout.split())
-    assert "pct_container : Check the role's input and that the node can take the container" in out, out[-3000:]
-    for message in REFUSED[name][1]:
-        assert message in out, (message, out[-3000:])
-    text = Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes()
-    assert text == before and b"[pve:pending]" not in text
+@pytest.mark.parametrize(("case", "run"), [(NEW, 0), (NEW_STORAGE, 1), (CONVERGED, 2)], ids=["new", "storage", "ct"])
+def test_bad_input_fails_in_the_preflight_before_any_change(refused, case, run):
+    runs, before, after = refused
+    assert_refused(runs[run], [PREFLIGHT, *case[1]])
+    assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
+    assert after == before and b"[pve:pending]" not in after
 
 
+@ALONE
 def test_a_missing_gpu_node_is_made_again(inventory):
     """/dev/nvidia5 gone (a boot unit that did not run): the driver still lists GPU 5 (gpus/<pci>/information),
     so the role makes its node again with `nvidia-modprobe -c5` before the container needs it."""
@@ -290,6 +281,7 @@ def pve_release(request):
         yield request.param
 
 
+@ALONE
 def test_a_node_without_devn_is_refused_naming_its_version(inventory):
     with lab_pve("8.1"):
         proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT}))
@@ -307,6 +299,7 @@ def devs(text):
     return {m.group(1): m.group(2) for m in re.finditer(r"^(dev\d+): (.*)$", text.split("\n[")[0], re.M)}
 
 
+@ALONE
 def test_a_longer_gpu_list_waits_for_a_restart_or_gets_it(inventory, pve_release):
     """GPUs [0, 1] -> [0, 1, 2, 3] on the running CT: the fixed nodes keep dev0..2, the GPUs only add keys.
     PVE 9 hot-plugs the new devN; PVE 8 keeps them pending, and the run succeeds saying so; check mode
@@ -392,6 +385,7 @@ def free_char_major(*taken):
     return next(m for m in range(383, 255, -1) if m not in used and m not in taken)
 
 
+@ALONE
 def test_raw_lxc_passthrough_leaves_no_line_for_an_old_uvm_major(inventory):
     """lxc mode writes nvidia-uvm's dynamic major into an allow line: once it changed (a driver update, another
     module load order), a re-run replaces the old major's line (check mode shows it), one uvm line is left."""

@@ -24,7 +24,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import JIT_TEMPLATE, REPO, Streams, ct_state, destroy, pct, run_site, side_by_side, task_output
+from conftest import (
+    JIT_TEMPLATE,
+    REPO,
+    Streams,
+    assert_refused,
+    ct_state,
+    destroy,
+    in_ct,
+    main_pids,
+    refused_side_by_side,
+    run_site,
+    task_output,
+)
 
 VMID = 980
 ROUTER = "http://127.0.0.1:8980"
@@ -40,9 +52,7 @@ def inventory(lab_ready, tmp_path_factory):
     path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct980": {
         "proxmox_vmid": VMID, "pct_container_node": "lab-pve", "pct_container_ostemplate": JIT_TEMPLATE,
         "sglang_services_port_base": 34000, "sglang_services_nccl_port_base": 35000,
-        "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980,
-        # smg admits a worker after 2 health checks in a row: 2 s apart, not 10, once an instance is back
-        "sglang_router_health_check_interval": 2}}}}))  # fmt: skip
+        "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980}}}}))  # fmt: skip
     proc, _ = run_site(path, "ct980")
     assert proc.returncode == 0, proc.stdout[-3000:]
     yield path
@@ -51,10 +61,6 @@ def inventory(lab_ready, tmp_path_factory):
 
 def play(inventory, *extra):
     return run_site(inventory, "ct980", "--tags=services,router", *extra)
-
-
-def in_ct(script):
-    return pct("exec", VMID, "--", "/bin/bash", "-c", script, check=False)
 
 
 def request(path, key=None, body=None, method=None, *, base=ROUTER, context=None):
@@ -83,7 +89,7 @@ def readiness():
 
 
 def admin_key():
-    return in_ct("cat /etc/smg/control-plane-key").stdout.strip()
+    return in_ct(VMID, "cat /etc/smg/control-plane-key").stdout.strip()
 
 
 def workers(key):
@@ -92,23 +98,19 @@ def workers(key):
     return {worker["url"]: worker for worker in body["workers"]}
 
 
-def main_pids():
-    return in_ct("for i in $(seq 0 7); do systemctl show -p MainPID --value sglang@$i; done").stdout.split()
-
-
 def test_100_completions_through_the_router_land_on_all_8(inventory):
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(chat, range(100)))
     assert [status for status, _ in results] == [200] * 100
     assert {gpu for _, gpu in results} == {f"gpu{i}" for i in range(8)}
-    assert in_ct("ps -o user=,args= -C smg::router").stdout.split() == ["smg", "smg::router"]
+    assert in_ct(VMID, "ps -o user=,args= -C smg::router").stdout.split() == ["smg", "smg::router"]
     proc, changed = play(inventory)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
 
 
 def test_a_stopped_instance_is_routed_around_and_back_after_a_rerun(inventory):
-    in_ct("systemctl stop sglang@3.service")
+    in_ct(VMID, "systemctl stop sglang@3.service")
     try:
         statuses = [chat(n)[0] for n in range(50)]
         assert statuses == [200] * 50
@@ -134,7 +136,7 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
     cuts none either - SGLang 0.5.12 drains on SIGTERM itself (finishes what runs, takes new requests, exits once
     idle: tokenizer_manager.py:2375-2411, and the H200 runs) - though the router refuses requests while none is up
     (the counts are printed)."""
-    before = main_pids()
+    before = main_pids(VMID)
     started = time.monotonic()
     with Streams(ROUTER) as streams:
         time.sleep(3)
@@ -145,13 +147,14 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
         time.sleep(3)
     drained_s = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    after = main_pids()
+    after = main_pids(VMID)
     assert len(after) == 8 and all(old != new for old, new in zip(before, after, strict=True)), (before, after)
     drain = r"TASK \[gpulxc\.sglang\.sglang_services : Drain at the router first - (sglang@\d+, sglang@\d+)\]"
     steps = re.findall(drain, proc.stdout)
     assert steps == [f"sglang@{i}, sglang@{i + 1}" for i in range(0, 8, 2)], steps
     assert (streams.cut, streams.refused) == (0, []), (streams.cut, streams.refused[:5])
-    assert streams.done > 100 and streams.gpus == {f"gpu{i}" for i in range(8)}, (streams.done, streams.gpus)
+    # streams flowed all along (8 of 2 s each: 4 a second when every server serves; at least 1 a second measured)
+    assert streams.done >= drained_s and streams.gpus == {f"gpu{i}" for i in range(8)}, (streams.done, drained_s)
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
 
     started = time.monotonic()
@@ -193,13 +196,13 @@ def test_the_router_killed_during_a_rolling_restart_comes_back_and_the_run_resta
     (Restart=always) with every instance from its arguments; the drains and re-admissions it misses are skipped
     with a warning (no step waits on a router that is gone), every instance is restarted, and the run ends with
     all 8 in rotation; the next run changes nothing."""
-    before, smg_before = main_pids(), in_ct("systemctl show -P MainPID smg.service").stdout.strip()
+    before, smg_before = main_pids(VMID), in_ct(VMID, "systemctl show -P MainPID smg.service").stdout.strip()
     killed, done = [], threading.Event()
 
     def kill_smg_in_the_second_step():
         while not done.is_set() and not killed:
-            if main_pids()[2] not in ("0", before[2]):  # sglang@2 restarted: the second step runs
-                killed.append(in_ct("systemctl kill -s KILL smg.service").returncode)
+            if main_pids(VMID)[2] not in ("0", before[2]):  # sglang@2 restarted: the second step runs
+                killed.append(in_ct(VMID, "systemctl kill -s KILL smg.service").returncode)
             time.sleep(0.5)
 
     changed_setting = json.dumps({"sglang_services_max_running_requests": 40, "sglang_services_restart_batch": 2})
@@ -211,9 +214,9 @@ def test_the_router_killed_during_a_rolling_restart_comes_back_and_the_run_resta
         done.set()
         killer.join()
     assert killed == [0] and proc.returncode == 0 and changed > 0, (killed, proc.stdout[-3000:])
-    after = main_pids()
+    after = main_pids(VMID)
     assert all(old != new for old, new in zip(before, after, strict=True)), (before, after)
-    assert in_ct("systemctl show -P MainPID smg.service").stdout.strip() not in ("0", smg_before)
+    assert in_ct(VMID, "systemctl show -P MainPID smg.service").stdout.strip() not in ("0", smg_before)
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
     proc, changed = play(inventory, "-e", changed_setting)
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]
@@ -340,7 +343,7 @@ def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fir
         loaded = [r["name"] for g in prometheus_api(port, "rules")["groups"] for r in g["rules"]]
         assert sorted(loaded) == ["SglangKvCacheFull", "SglangQueueGrowing", "SglangServerUnhealthy",
                                   "SglangTargetDown"]  # fmt: skip
-        in_ct("systemctl stop sglang@5.service")
+        in_ct(VMID, "systemctl stop sglang@5.service")
         firing = wait_for("SglangTargetDown firing for sglang@5", lambda: [
             a for a in prometheus_api(port, "alerts")["alerts"]
             if a["labels"]["alertname"] == "SglangTargetDown" and a["state"] == "firing"], 60)  # fmt: skip
@@ -348,7 +351,7 @@ def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fir
     finally:
         server.terminate()
         server.wait(timeout=30)
-        in_ct("systemctl start sglang@5.service")
+        in_ct(VMID, "systemctl start sglang@5.service")
     wait_for("8 healthy workers again", lambda: readiness().get("healthy_workers") == 8, 120)
 
 
@@ -386,12 +389,12 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
             assert chat(1, key)[0] == 200, source
         commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
         assert key not in commands and admin_key() not in commands and admin_key() not in proc.stdout
-        modes = in_ct("stat -c '%a %U:%G' /etc/smg/control-plane-key /etc/smg/router-args.json").stdout.split()
+        modes = in_ct(VMID, "stat -c '%a %U:%G' /etc/smg/control-plane-key /etc/smg/router-args.json").stdout.split()
         assert modes == ["600", "root:root"] * 2, modes
-        holders = in_ct(f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
+        holders = in_ct(VMID, f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
                         " | xargs -r stat -c '%a %U:%G %n'").stdout.splitlines()  # fmt: skip
         assert holders and all(line.split()[0][-1] == "0" for line in holders), holders  # none world-readable
-        assert in_ct("systemctl cat smg.service").stdout.count(key) == 0
+        assert in_ct(VMID, "systemctl cat smg.service").stdout.count(key) == 0
     finally:
         proc, changed = play(inventory)
         assert proc.returncode == 0, proc.stdout[-3000:]
@@ -427,7 +430,7 @@ SERVER_KEY = "gpulxc-server-key-7a1c$x"  # a "$": nginx must not expand it
 
 def front_context():
     """TLS that trusts only the certificate ct980's front serves now."""
-    return ssl.create_default_context(cadata=in_ct("cat /etc/smg/front/tls.crt").stdout)
+    return ssl.create_default_context(cadata=in_ct(VMID, "cat /etc/smg/front/tls.crt").stdout)
 
 
 def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_key(inventory, tmp_path):
@@ -476,12 +479,12 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         assert request("/metrics/workers/7", KEY, base=https, context=context)[0] == 200
         assert request("/metrics/workers/7", None, base=https, context=context)[0] == 401
         assert request("/get_server_info", KEY, base=https, context=context)[0] == 403  # it holds the server key
-        gateway = in_ct("grep -v '^#' /etc/smg/gateway-key").stdout.strip()
-        journal = in_ct("journalctl --no-pager -o cat -u smg.service -u smg-front.service -u 'sglang@*'").stdout
+        gateway = in_ct(VMID, "grep -v '^#' /etc/smg/gateway-key").stdout.strip()
+        journal = in_ct(VMID, "journalctl --no-pager -o cat -u smg.service -u smg-front.service -u 'sglang@*'").stdout
         commands = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=False).stdout
         assert gateway and [k for k in (KEY, SERVER_KEY, gateway) if k in journal + commands] == []
         assert request("/liveness")[0] == 400  # plain HTTP on the TLS port: nginx refuses it
-        served = ssl.PEM_cert_to_DER_cert(in_ct("cat /etc/smg/front/tls.crt").stdout)
+        served = ssl.PEM_cert_to_DER_cert(in_ct(VMID, "cat /etc/smg/front/tls.crt").stdout)
         fingerprint = hashlib.sha256(served).hexdigest().upper()
         lines = json.loads(proc.stdout.rsplit("TASK [Summary]", 1)[1].split("=>", 1)[1].split("PLAY RECAP")[0])["msg"]
         assert any(line.endswith(", client key required, TLS)") and line.startswith("endpoint: https://")
@@ -501,36 +504,34 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
     assert chat(1)[0] == 200 and request("/get_server_info")[0] == 200  # on loopback, without keys: all open
 
 
-BAD_INPUT = [
-    ({"sglang_router_host": "0.0.0.0"}, "sglang_router_host 0.0.0.0 is reachable from other machines: set"),
-    ({"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of: random, round_robin"),
-    ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}]},
-     "sglang_router_api_keys holds a key written in plain text"),
-    ({"sglang_router_worker_api_key": "plain-worker-key"}, "sglang_router_worker_api_key is written in plain text"),
-    ({"sglang_router_port": 34003},
-     "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)"),
-    ({"sglang_router_prometheus_port": 8980}, "sglang_router_port and sglang_router_prometheus_port are both 8980"),
-    ({"sglang_router_port": 70000}, "sglang_router_port 70000 is not a port (1 to 65535)"),
-    ({"sglang_router_smg_port": 29980}, "sglang_router_smg_port and sglang_router_prometheus_port are both 29980"),
-    ({"sglang_router_prometheus_host": "0.0.0.0"}, "sglang_router_prometheus_host 0.0.0.0 is reachable from other"),
-    ({"sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
-     "sglang_router_tls_certificate and sglang_router_tls_private_key go together"),
-]  # fmt: skip
+# Bad input: its breadth (every class of bad value) is tests/unit/roles/test_bad_input.py's; here, runs that several
+# bad settings share, side by side, refused with every message and the CT left byte for byte as it was: the router's
+# settings read against the instances the services published in the CT, and keys in plain text on the command line.
+REFUSED = {
+    "settings": ({"sglang_router_port": 34003, "sglang_router_smg_port": 29980, "sglang_router_host": "0.0.0.0",
+                  "sglang_router_prometheus_host": "0.0.0.0",
+                  "sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
+                 ["sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)",
+                  "sglang_router_smg_port and sglang_router_prometheus_port are both 29980",
+                  "sglang_router_host 0.0.0.0 is reachable from other machines: set",
+                  "sglang_router_prometheus_host 0.0.0.0 is reachable from other",
+                  "sglang_router_tls_certificate and sglang_router_tls_private_key go together"]),
+    "plain-text keys": ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}],
+                         "sglang_router_worker_api_key": "plain-worker-key"},
+                        ["sglang_router_api_keys holds a key written in plain text",
+                         "sglang_router_worker_api_key is written in plain text"]),
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def refused(inventory):
-    """Each BAD_INPUT run, side by side, and the CT before and after them all: {extra: (process, changed)}."""
-    before = in_ct(SNAPSHOT).stdout, ct_state(VMID)
-    runs = side_by_side(play, [(inventory, "-e", json.dumps(extra)) for extra, _ in BAD_INPUT])
-    after = in_ct(SNAPSHOT).stdout, ct_state(VMID)
-    return {json.dumps(extra): run for (extra, _), run in zip(BAD_INPUT, runs, strict=True)}, before, after
+    """Each REFUSED run, side by side, and the CT before and after them all."""
+    arguments = [(inventory, "-e", json.dumps(extra)) for extra, _ in REFUSED.values()]
+    return refused_side_by_side(play, arguments, lambda: (in_ct(VMID, SNAPSHOT).stdout, ct_state(VMID)))
 
 
-@pytest.mark.parametrize(("extra", "message"), BAD_INPUT)
-def test_bad_input_fails_before_any_change(refused, extra, message):
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_bad_input_fails_before_any_change(refused, case):
     runs, before, after = refused
-    proc, changed = runs[json.dumps(extra)]
-    assert proc.returncode != 0 and changed == 0, proc.stdout[-3000:]
-    assert message in " ".join(proc.stdout.split())
+    assert_refused(runs[list(REFUSED).index(case)], REFUSED[case][1])
     assert after == before

@@ -38,6 +38,9 @@ deployment can tell, like the real server on a GPU:
   process ends); one that profiles while another on its GPU is still loading, or finds too little free, dies
   as the real one did on the H200 when two started together: "RuntimeError: Not enough memory. Please try to
   increase --mem-fraction-static.";
+- its fixed waits (CLOCK: the generation probe, profiling, the SIGTERM watchdog's tick, a token's decoding, the idle
+  metrics log) are the real server's unless GPULXC_LAB_STANDIN_CLOCK, a JSON object {name: seconds}, sets others:
+  the lab's tests run a fast clock (tests/lab/conftest.py), a test about one of these timings the real one;
 - lab-only timing and faults come from GPULXC_LAB_STANDIN_PLAN, a JSON object keyed by GPU index
   (CUDA_VISIBLE_DEVICES) with load_s, warmup_s and fault (crash_at_start, never_healthy,
   die_after_s); with only_with (name or name==version), only in a stack that holds that distribution.
@@ -66,6 +69,31 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 FLAGS = Path(__file__).with_name("flags.json")
+
+# The real server's fixed waits, in seconds (measured on the H200, or the release's own constants).
+CLOCK = {
+    "health_probe_s": 1.0,  # the generation probe: a healthy /health takes about a second
+    "profile_s": 1.0,  # from loaded weights to the pool's size: the window two servers on one GPU collide in
+    "sigterm_tick_s": 5.0,  # TokenizerManager.sigterm_watchdog's sleep (tokenizer_manager.py:2375-2411)
+    "token_s": 0.005,  # decoding: 5 ms a token
+    "idle_log_s": 30.0,  # _maybe_log_idle_metrics: an idle scheduler logs 30 s after its last log
+}
+
+
+def standin_clock(setting):
+    """CLOCK with GPULXC_LAB_STANDIN_CLOCK's values (a JSON object {name: seconds}; empty: the real server's)."""
+    try:
+        chosen = json.loads(setting or "{}")
+        unknown = sorted(set(chosen) - set(CLOCK))
+        times = {name: float(seconds) for name, seconds in chosen.items()}
+    except (ValueError, TypeError, AttributeError) as error:
+        sys.exit(f"GPULXC_LAB_STANDIN_CLOCK {setting!r} is not a JSON object of seconds: {error}")
+    if unknown or any(seconds < 0 for seconds in times.values()):
+        sys.exit(f"GPULXC_LAB_STANDIN_CLOCK {setting!r}: each name one of {sorted(CLOCK)}, each value seconds >= 0")
+    return {**CLOCK, **times}
+
+
+TIMES = standin_clock(os.environ.get("GPULXC_LAB_STANDIN_CLOCK"))
 
 
 def _installed(dist, default):
@@ -390,7 +418,7 @@ def top_k_top_p(request):
 
 
 MEMORY = Path(os.environ.get("GPULXC_LAB_GPU_MEMORY_DIR") or "/dev/shm/gpulxc-lab-gpu-memory")
-PROFILE_S = 1.0  # from loaded weights to the pool's size: the window two servers on one GPU collide in
+PROFILE_S = TIMES["profile_s"]
 
 
 def alive(pid):
@@ -451,7 +479,7 @@ class State:
         self.logged_running, self.logged_at = self.running, time.monotonic()
 
 
-IDLE_LOG_S = 30.0  # _maybe_log_idle_metrics: an idle scheduler logs 30 s after its last log
+IDLE_LOG_S = TIMES["idle_log_s"]
 DECODE_LOG_INTERVAL = 40  # ServerArgs.decode_log_interval
 
 
@@ -464,7 +492,7 @@ def idle_metrics(state, tick=1.0):
                 state.log_stats()
 
 
-def sigterm_watchdog(state, interval=5.0, kill=lambda: os.kill(os.getpid(), signal.SIGKILL)):
+def sigterm_watchdog(state, interval=TIMES["sigterm_tick_s"], kill=lambda: os.kill(os.getpid(), signal.SIGKILL)):
     """TokenizerManager.sigterm_watchdog: every `interval` s, until SIGTERM; then every `interval` s until no
     request remains; then kill_process_tree(os.getpid(), include_parent=True)."""
     while not state.draining:
@@ -518,7 +546,7 @@ def handler_for(state):
             if self.path in ("/health", "/health_generate"):
                 healthy = state.status == "Up" and not state.draining
                 if healthy:
-                    time.sleep(1.0)  # the generation probe: a healthy /health takes about a second
+                    time.sleep(TIMES["health_probe_s"])  # the generation probe
                 return (HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE,)
             model = {"id": name, "object": "model", "owned_by": "sglang", "max_model_len": args.context_length}
             info = {**vars(args), "status": "ready", "version": VERSION}  # the key too, as the real one
@@ -576,7 +604,7 @@ def handler_for(state):
                     return self.stream(reply_id, completion)
                 for n in range(completion):
                     with state.scheduler:
-                        time.sleep(0.005)  # decoding: 5 ms a token
+                        time.sleep(TIMES["token_s"])  # decoding a token
                     decoded(n)
             finally:
                 with state.lock:
@@ -597,7 +625,7 @@ def handler_for(state):
             self.end_headers()
             for n in range(completion):
                 with state.scheduler:
-                    time.sleep(0.005)
+                    time.sleep(TIMES["token_s"])
                 decoded(n)
                 delta = {"role": "assistant", "content": "x"} if n == 0 else {"content": "x"}
                 chunk = {

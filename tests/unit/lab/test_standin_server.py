@@ -522,3 +522,41 @@ def test_a_plan_with_only_with_applies_only_in_a_stack_holding_that_distribution
         monkeypatch.setenv("GPULXC_LAB_STANDIN_PLAN", json.dumps({"3": entry}))
         assert server.plan_for(3) == (entry if applies else {}), only_with
         assert server.plan_for(4) == {}
+
+
+def test_its_clock_is_the_real_servers_unless_the_lab_sets_one():
+    real = {"health_probe_s": 1.0, "profile_s": 1.0, "sigterm_tick_s": 5.0, "token_s": 0.005, "idle_log_s": 30.0}
+    assert server.standin_clock(None) == server.CLOCK == real
+    fast = server.standin_clock('{"sigterm_tick_s": 0.5, "health_probe_s": 0}')
+    assert fast == {**server.CLOCK, "sigterm_tick_s": 0.5, "health_probe_s": 0.0}
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ['{"sigterm_tick": 1}', '{"profile_s": -1}', '{"profile_s": "soon"}', "[1, 2]", "not json", '{"token_s": null}'],
+)
+def test_a_clock_that_is_not_names_to_seconds_stops_the_stand_in_naming_the_setting(setting):
+    with pytest.raises(SystemExit) as stopped:
+        server.standin_clock(setting)
+    assert "GPULXC_LAB_STANDIN_CLOCK" in str(stopped.value) and setting in str(stopped.value)
+
+
+def test_the_clock_in_the_environment_times_the_servers_waits(tmp_path):
+    """A process started with GPULXC_LAB_STANDIN_CLOCK (as a server's unit starts it) takes its waits from it: a
+    healthy /health answers after the probe's seconds, and the SIGTERM watchdog wakes at its tick."""
+    probe = (
+        "import importlib.util, sys, threading, time\n"
+        f"spec = importlib.util.spec_from_file_location('s', {str(SOURCE)!r})\n"
+        "s = importlib.util.module_from_spec(spec); spec.loader.exec_module(s)\n"
+        "state = s.State(); threading.Timer(0.01, setattr, (state, 'draining', True)).start()\n"
+        "start = time.monotonic(); s.sigterm_watchdog(state, kill=lambda: None)\n"
+        "print(s.TIMES['health_probe_s'], s.PROFILE_S, round(time.monotonic() - start, 2))\n"
+    )
+    times = {}
+    for name, clock in (("real", ""), ("fast", '{"sigterm_tick_s": 0.1, "health_probe_s": 0.05, "profile_s": 0.2}')):
+        env = dict(os.environ, GPULXC_LAB_STANDIN_CLOCK=clock)
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
+        times[name] = [float(word) for word in out.splitlines()[-1].split()]
+    assert times["real"][:2] == [1.0, 1.0] and times["fast"][:2] == [0.05, 0.2]
+    # a SIGTERM at once, nothing running: the watchdog's first wake, a tick later, ends it
+    assert 0.1 <= times["fast"][2] < 1.0 and 5.0 <= times["real"][2] < 6.0

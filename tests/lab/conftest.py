@@ -35,13 +35,13 @@ JIT_TEMPLATE = "local:vztmpl/debian-12-gpulxclab-jit_12.0-2_amd64.tar.zst"
 def pytest_configure(config):
     # tools/test runs these as the suite pypi, beside the lab: they wait on PyPI, not on the lab
     config.addinivalue_line("markers", "pypi: asks PyPI and needs no lab")
-    # tools/test runs the tests marked lab_alone one after another, then the rest in two lanes side by side: each
-    # lab file's CTs and ports are its own, but these change what every CT on the node meets
+    # tools/test runs the tests marked lab_alone one after another, then the rest in lanes side by side: each lab
+    # file's CTs, ports and package index are its own, but these change what every CT on the node meets
     config.addinivalue_line(
         "markers",
-        "lab_alone: changes what every CT on the lab node shares (the lab itself, a node reboot, the Proxmox release"
-        " pct plays, the node unit, the package index's files, speed or log, other CTs passing GPUs); runs with no"
-        " other lab test beside it",
+        "lab_alone: changes what every CT on the lab node meets (the lab itself, a node reboot, the Proxmox release"
+        " pct plays, nvidia-uvm's major, a GPU's device node, the node unit, whether any other CT passes GPUs); runs"
+        " with no other lab test beside it",
     )
 
 

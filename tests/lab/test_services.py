@@ -783,22 +783,23 @@ def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_c
     plan = {"0": {"load_s": 15, "warmup_s": 1}}
     extra = json.dumps({**FAULT_SOURCE, "sglang_services_restart_batch": 1,
                         "sglang_services_environment": standin_environment(plan)})  # fmt: skip
-    before = main_pids(VMID)[0]
-    rebooted = []
-
-    def reboot_once_instance_0_restarted():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and main_pids(VMID)[:1] in ([before], ["0"], []):
-            time.sleep(0.2)
-        rebooted.append(pct("reboot", VMID, check=False))
-
-    thread = threading.Thread(target=reboot_once_instance_0_restarted)
-    thread.start()
+    # the reboot once the run waits for instance 0's health (its output read as it comes: the restart itself, not
+    # another change of its main process, decides when)
+    argv, env = playbook_command("site.yml", inventory, "ct970", "--tags=services", "-e", extra)
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                           env=dict(env, PYTHONUNBUFFERED="1"))  # fmt: skip
+    said, rebooted = [], []
     try:
-        proc, _ = play(inventory, "-e", extra)
+        for line in run.stdout:
+            said.append(line)
+            if not rebooted and re.match(
+                r"TASK \[gpulxc\.sglang\.sglang_services : Wait for the health of sglang@0\]", line
+            ):
+                rebooted.append(pct("reboot", VMID, check=False))
     finally:
-        thread.join(timeout=180)
-    assert rebooted and rebooted[0].returncode == 0, rebooted
+        run.wait(timeout=1800)
+    proc = subprocess.CompletedProcess(argv, run.returncode, "".join(said), "")
+    assert rebooted and rebooted[0].returncode == 0, (rebooted, proc.stdout[-3000:])
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0, proc.stdout[-3000:]
     # the health wait sees systemd stopping the servers, or the channel is lost with the task under it

@@ -100,5 +100,18 @@ def test_setup_recovers_a_lab_whose_processes_were_killed(lab_ready):
         assert proc.returncode == 0 and "restarting the sshd of lab-pve2" in proc.stdout, (proc.stdout, proc.stderr)
         seen = on_node2("sh", "-c", "hostname; readlink /etc/pve/lxc; test -d /etc/pve/nodes/lab-pve2/lxc && echo ok")
         assert seen.stdout.split() == ["lab-pve2", "nodes/lab-pve2/lxc", "ok"], seen
+        # the CTs the cut-off session left (one on each node, one running) go; the lab stays set up (tools/test)
+        pct("start", 907)
+        assert on_node2("/usr/sbin/pct", "create", "908", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4"
+                        ).returncode == 0  # fmt: skip
+        proc = run(str(REPO / "lab/teardown"), "--containers")
+        assert proc.returncode == 0 and "destroying CT 907" in proc.stdout, (proc.stdout, proc.stderr)
+        assert "destroying CT 908" in proc.stdout, proc.stdout
+        assert not Path("/etc/pve/lxc/907.conf").exists() and not Path("/var/lib/lxc/907").exists()
+        assert not Path("/etc/pve/nodes/lab-pve2/lxc/908.conf").exists() and not Path("/var/lib/lxc/908").exists()
+        assert all(os.path.lexists(path) for path in LAB_MADE)
+        assert pct("list").returncode == 0
     finally:
         destroy(907)
+        if Path("/etc/pve/nodes/lab-pve2/lxc/908.conf").exists():
+            on_node2("/usr/sbin/pct", "destroy", "908", "--force", "1")

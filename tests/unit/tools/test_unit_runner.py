@@ -50,7 +50,7 @@ def role_facts(root, **extra):
         "gpu_preflight_result": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
         "ansible_local": {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3", "flashinfer"]},
                                            "fallback_attention_backend": "triton"}},
-        "_cuda_surgery_cuda_home": CUDA_HOME, "inventory_hostname": "ct200", **extra,
+        "_cuda_surgery_cuda_home": CUDA_HOME, "inventory_hostname": "ct200", "hostvars": {}, **extra,
     })  # fmt: skip
     tasks = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
     (decide,) = [t for t in tasks if "_sglang_services_plan" in t.get("ansible.builtin.set_fact", {})]
@@ -78,7 +78,7 @@ def write_role_files(root, **extra):
     config.mkdir(parents=True)
     cuda_env = REPO / "roles/cuda_surgery/templates/etc/sglang/cuda.env.j2"
     Path(value(facts, "cuda_surgery_env_file")).write_text(render(cuda_env, facts))
-    for instance in facts["_sglang_services_plan"]:
+    for instance in facts["_sglang_services_plan"]["servers"]:
         text = render(ROLE / "templates/instance.env.j2", facts, instance=instance)
         (config / f"instance-{instance['number']}.env").write_text(text)
     return unit, facts

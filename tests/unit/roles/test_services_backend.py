@@ -1,4 +1,4 @@
-"""sglang_services' attention backend (tasks/preflight.yml, templated as Ansible does), from the stack profile's
+"""sglang_services' attention backend (gpulxc.sglang.services_plan), from the stack profile's
 per-SM lists: the default is what the release runs by default on the GPUs' SM; a backend an SM of the served GPUs
 cannot run is refused naming that SM, its GPUs and what it runs; with GPUs of several SMs only a backend every
 one of them runs is chosen or accepted."""
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_services_instances import decided, errors
+from services import decided, errors
 
 PROFILE = yaml.safe_load((Path(__file__).resolve().parents[3] / "profiles/sglang-0.5.12.yml").read_text())
 STACK = {"profile": PROFILE["name"], "attention_backends": PROFILE["attention_backends"],
@@ -24,7 +24,7 @@ def gpus(*sms):
 @pytest.mark.parametrize(("sm", "default"), [("12.0", "flashinfer"), ("9.0", "fa3"), ("10.0", "flashinfer"),
                                              ("7.5", "triton")])  # fmt: skip
 def test_the_default_is_the_sms_own(sm, default):
-    assert decided(**gpus(sm, sm))["_sglang_services_backend"] == default
+    assert decided(**gpus(sm, sm))["_sglang_services_plan"]["backend"] == default
     assert errors(**gpus(sm, sm)) == []
 
 
@@ -51,14 +51,14 @@ def test_a_name_the_parser_does_not_know_is_refused_by_its_choices_alone(backend
 
 def test_with_two_sms_only_what_both_run_is_chosen_or_accepted():
     mixed = gpus("9.0", "9.0", "12.0", "12.0")
-    assert decided(**mixed)["_sglang_services_backend"] == "flashinfer"
+    assert decided(**mixed)["_sglang_services_plan"]["backend"] == "flashinfer"
     assert errors(**mixed) == []
     found = " ".join(errors(sglang_services_attention_backend="fa3", **mixed))
     assert "does not run on SM 12.0 (GPUs 2, 3), which runs flashinfer" in found
     assert "SM 9.0" not in found
     # the Hopper GPUs alone may run fa3
     assert errors(sglang_services_attention_backend="fa3", sglang_services_gpus=[0, 1], **mixed) == []
-    assert decided(sglang_services_gpus=[2, 3], **mixed)["_sglang_services_backend"] == "flashinfer"
+    assert decided(sglang_services_gpus=[2, 3], **mixed)["_sglang_services_plan"]["backend"] == "flashinfer"
 
 
 def test_sms_with_nothing_in_common_are_refused():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 from ansible.template import Templar, trust_as_template
-from test_services_instances import STACK, decided
+from services import STACK, decided
 
 STACK_ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_stack"
 VENV = "/opt/sglang/venv"
@@ -20,7 +20,7 @@ def read(**extra):
     """(the stack the servers start from, the attention backend chosen) as sglang_services decides them."""
     variables = decided(ansible_local={"gpulxc_stack": RUNNING}, **extra)
     stack = Templar(variables=variables).template(trust_as_template("{{ _sglang_services_stack }}"))
-    return stack, variables["_sglang_services_backend"]
+    return stack, variables["_sglang_services_plan"]["backend"]
 
 
 def test_the_servers_start_from_the_stack_its_fact_names():

@@ -1,13 +1,13 @@
 """sglang_services' --config files (templates/instance.yaml.j2) and their check before anything changes
-(tasks/preflight.yml, gpulxc.sglang.server_config_errors): the file holds what the check saw (one place,
-_sglang_services_config), a core setting left empty is not written so sglang's default applies, and a setting
+(gpulxc.sglang.services_plan, with gpulxc.sglang.server_config_errors): the file holds what the check saw (one place,
+the plan's config), a core setting left empty is not written so sglang's default applies, and a setting
 sglang's config merger or parser would refuse fails the preflight naming its variable."""
 
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from conftest import load_standin
-from test_services_instances import ROLE, decided, errors, render
+from services import ROLE, decided, errors, render
 
 REPO = ROLE.parents[1]
 FLAGS = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]
@@ -23,15 +23,15 @@ OPTIONAL = {
 
 def config(**extra):
     facts = decided(**extra)
-    return yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    return yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
 
 
 def test_the_default_config_is_the_reference_flags_and_sglang_takes_it(standin):
     facts = decided()
-    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
     # what the check saw, and each instance's own port, NCCL port and memory fraction
     per_instance = ("port", "nccl-port", "mem-fraction-static", "extra-metric-labels")
-    assert {k: v for k, v in written.items() if k not in per_instance} == facts["_sglang_services_config"]
+    assert {k: v for k, v in written.items() if k not in per_instance} == facts["_sglang_services_plan"]["config"]
     assert written == {
         "model-path": "/dev/shm/Qwen3.6-27B", "served-model-name": "Qwen3.6-27B", "host": "127.0.0.1",
         "attention-backend": "flashinfer", "reasoning-parser": "qwen3", "max-running-requests": 64,
@@ -67,38 +67,15 @@ def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(sta
              "json-model-override-args": '{"a": "b: c"}', "revision": "yes"}  # fmt: skip
     facts = decided(sglang_services_extra_flags=extra, sglang_services_api_key="k: #x",
                     sglang_services_api_key_allow_plain_text=True, sglang_services_context_length="8k")  # fmt: skip
-    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
     assert {key: written[key] for key in extra} == extra
     assert (written["api-key"], written["context-length"]) == ("k: #x", "8k")
     args = standin.build_parser().parse_args(standin.config_arguments(written))
     assert (args.chat_template, args.cuda_graph_bs, args.context_length, args.api_key) == ("0.5", [1, 2], 8000, "k: #x")
-    assert "api-key" not in facts["_sglang_services_config"]  # the key stays out of the facts
+    assert "api-key" not in facts["_sglang_services_plan"]["config"]  # the key stays out of the facts
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"sglang_services_model_path": ""}, "sglang_services_model_path is empty"),
-        ({"sglang_services_served_model_name": ""}, "sglang_services_served_model_name is empty"),
-        ({"sglang_services_extra_flags": {"mem_fraction_static": 0.3}},
-         "sglang_services_extra_flags['mem_fraction_static']: sets --mem-fraction-static, which the role writes"
-         " itself from sglang_services_mem_fraction_static (or a mem_fraction_static of sglang_services_instances)"),
-        ({"sglang_services_extra_flags": {"context-length": 4096}}, "from sglang_services_context_length: set that"),
-        ({"sglang_services_extra_flags": {"cuda_graph_max_bs": 16}}, "write it cuda-graph-max-bs."),
-        ({"sglang_services_extra_flags": {"lora-strict-loading": True}}, "cannot be set from a config file"),
-        ({"sglang_services_extra_flags": {"chat-template": "-x"}}, "would take it for a flag"),
-        ({"sglang_services_api_key": "-abc", "sglang_services_api_key_allow_plain_text": True},
-         "sglang_services_api_key: --api-key: a value starting with '-'"),
-        ({"sglang_services_context_length": "8x"}, "sglang_services_context_length: --context-length: '8x' is not"),
-        ({"sglang_services_max_running_requests": 6.5}, "sglang_services_max_running_requests: --max-running-"),
-        ({"sglang_services_reasoning_parser": "qwen4"}, "sglang_services_reasoning_parser: --reasoning-parser: 'qwen4"),
-        ({"sglang_services_mamba_ssm_dtype": "fp8"}, "sglang_services_mamba_ssm_dtype: --mamba-ssm-dtype: 'fp8'"),
-    ],
-)  # fmt: skip
-def test_a_setting_sglang_would_refuse_fails_the_preflight_naming_its_variable(extra, message):
-    found = errors(**extra)
-    assert any(message in error for error in found), found
-    assert "-abc" not in str(found)
+# the settings sglang would refuse: test_services_errors.yaml
 
 
 def test_the_h200_inventorys_settings_pass(standin):
@@ -107,8 +84,8 @@ def test_the_h200_inventorys_settings_pass(standin):
     settings = {k: v for k, v in host.items() if k.startswith("sglang_services_")}
     assert errors(gpus=1, **settings) == []
     facts = decided(gpus=1, **settings)
-    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][1]))
-    assert facts["_sglang_services_config"]["context-length"] == 4096
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][1]))
+    assert facts["_sglang_services_plan"]["config"]["context-length"] == 4096
     assert (written["cuda-graph-max-bs"], written["mem-fraction-static"]) == (16, 0.3)
     standin.build_parser().parse_args(standin.config_arguments(written))
 
@@ -119,7 +96,7 @@ def test_under_the_second_profile_a_renamed_flag_is_written_as_that_release_spel
     the file, where the reference's name is refused."""
     profile = {"sglang_stack_profile": "sglang-0.5.23"}
     facts = decided(**profile)
-    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"][0]))
+    written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
     assert written["mamba-radix-cache-strategy"] == "extra_buffer" and "mamba-scheduler-strategy" not in written
     assert errors(**profile) == []
     assert any(

@@ -1,9 +1,9 @@
-"""sglang_services refuses servers other machines reach without a key (tasks/preflight.yml), before anything
+"""sglang_services refuses servers other machines reach without a key (gpulxc.sglang.services_plan), before anything
 changes: every address that is not loopback, unless the servers have a key or the operator opted out."""
 
 import pytest
 from ansible_collections.gpulxc.sglang.plugins.test.loopback import loopback
-from test_services_instances import errors
+from services import errors
 
 LOOPBACK = ["127.0.0.1", "127.0.0.53", "::1", "[::1]", "localhost"]
 REACHABLE = ["0.0.0.0", "::", "10.1.2.3", "192.168.0.7", "fd00::5", "[fe80::1]", "node1.example.org", "ct200"]

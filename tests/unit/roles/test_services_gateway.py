@@ -1,14 +1,14 @@
 """A fleet's gateway (sglang_services_router_container): another container's router fronts these instances. They
 must be reachable from there - bound beyond loopback, with the gateway's key, published at an address it reaches -
-and each bad setting is refused by name before anything changes (tasks/preflight.yml); the URLs published carry
+and each bad setting is refused by name before anything changes (gpulxc.sglang.services_plan); the URLs published carry
 sglang_services_advertise_host; the drains run in the gateway's container (delegate_to)."""
 
 from pathlib import Path
 
 import pytest
 import yaml
+from services import decided, errors
 from test_services_exposure import LOOPBACK
-from test_services_instances import decided, errors
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_services"
 KEY = "gateway-key"
@@ -25,14 +25,14 @@ def test_instances_fronted_by_another_container_are_published_at_its_advertised_
     for given, url in [("10.1.2.3", "http://10.1.2.3:30000"), ("ct200.lan", "http://ct200.lan:30000"),
                        ("fd00::5", "http://[fd00::5]:30000")]:  # fmt: skip
         facts = decided(**FRONTED, sglang_services_advertise_host=given)
-        assert facts["_sglang_services_instances"][0]["url"] == url
+        assert facts["_sglang_services_plan"]["instances"][0]["url"] == url
         assert errors(**FRONTED, sglang_services_advertise_host=given) == []
 
 
 @pytest.mark.parametrize("router", ["", "ct200"])
 def test_this_containers_own_router_needs_no_address_beyond_loopback(router):
     assert errors(sglang_services_router_container=router) == []
-    assert decided(sglang_services_router_container=router)["_sglang_services_instances"][0]["url"] == (
+    assert decided(sglang_services_router_container=router)["_sglang_services_plan"]["instances"][0]["url"] == (
         "http://127.0.0.1:30000"
     )
 
@@ -80,5 +80,5 @@ def test_every_drain_and_readmission_runs_in_the_router_container():
             if "gpulxc.sglang.smg_workers" in task:
                 calls.append((path.name, task.get("delegate_to")))
     assert len(calls) >= 5 and {delegate for _, delegate in calls} == {
-        "{{ sglang_services_router_container if _sglang_services_router_elsewhere | bool else omit }}"
+        "{{ sglang_services_router_container if _sglang_services_plan.router_elsewhere else omit }}"
     }, calls

@@ -20,8 +20,12 @@ PUBLISHED = [  # the contract's shape of ansible_local.gpulxc_services.instances
 
 
 def health_instances(task_file):
-    """The instances expression the file hands to health_wait.yml, which passes it to its sglang_health task."""
+    """The instances expression the file hands to health_wait.yml, which passes it to its sglang_health task, or
+    its own sglang_health task (restart_batch.yml writes the wait out)."""
     tasks = yaml.safe_load((REPO / "roles/sglang_services/tasks" / task_file).read_text())
+    own = [t["gpulxc.sglang.sglang_health"]["instances"] for t in tasks if "gpulxc.sglang.sglang_health" in t]
+    if own:
+        return own[0]
     (task,) = [t for t in tasks if t.get("ansible.builtin.include_tasks") == "health_wait.yml"]
     (wait,) = yaml.safe_load((REPO / "roles/sglang_services/tasks/health_wait.yml").read_text())
     assert wait["gpulxc.sglang.sglang_health"]["instances"] == "{{ sglang_services_wait_instances }}"
@@ -32,7 +36,7 @@ def health_instances(task_file):
     ("task_file", "variables"),
     [
         ("verify.yml", {"ansible_local": {"gpulxc_services": {"instances": PUBLISHED}}}),
-        ("start.yml", {"_sglang_services_instances": PUBLISHED}),
+        ("start.yml", {"_sglang_services_plan": {"instances": PUBLISHED}}),
         ("restart_batch.yml", {"_batch": PUBLISHED}),
     ],
 )

@@ -131,7 +131,9 @@ def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname="
     """The router's plan from its settings (SETTINGS), the instances of the containers it fronts besides its own
     (fleet_instances), the inventory's hosts and this host's name."""
     if not isinstance(settings, Mapping):
-        raise AnsibleFilterError("router_plan expects a mapping of the role's variables, got %s" % type(settings).__name__)
+        raise AnsibleFilterError(
+            "router_plan expects a mapping of the role's variables, got %s" % type(settings).__name__
+        )
     wrong = sorted(set(SETTINGS) ^ set(settings))
     if wrong:
         raise AnsibleFilterError("router_plan: settings missing or unknown: %s" % ", ".join(wrong))

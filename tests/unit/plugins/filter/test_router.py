@@ -33,7 +33,7 @@ def test_the_base_holds_every_setting_the_plan_reads():
 def test_a_setting_missing_or_unknown_is_an_error_naming_it(change):
     settings = {k: v for k, v in BASE.items() if k != "sglang_router_port"} if change == "missing" else {
         **BASE, "sglang_router_prot": 1}  # fmt: skip
-    with pytest.raises(AnsibleFilterError, match="sglang_router_(port|prot)$"):
+    with pytest.raises(AnsibleFilterError, match=r"sglang_router_(port|prot)$"):
         router_plan(settings)
 
 

@@ -1,6 +1,6 @@
 """A fleet's gateway: sglang_router fronts the instances other containers published (sglang_router_fleet_containers,
-tasks/fleet.yml) besides its own; playbooks/tasks/router.yml passes the containers whose services name this one as
-their router's container, and a container fronted elsewhere gets its own router removed."""
+tasks/fleet.yml, the plan's fleet_instances) besides its own; playbooks/tasks/router.yml passes the containers whose
+services name this one as their router's container, and a container fronted elsewhere gets its own router removed."""
 
 from pathlib import Path
 

@@ -2,42 +2,28 @@
 /get_server_info, /get_model_info, /health_generate, /v1/models and more without a key even with tenant keys
 (model_gateway/src/server.rs:887-895 of lightseekorg/smg at 73da68c, its public_routes), so smg listens on loopback
 and the front checks the client key on every route but /liveness and /readiness, serves TLS beyond loopback and
-replaces the client's Authorization with the gateway's own; the checks of its settings, by class."""
+replaces the client's Authorization with the gateway's own; the checks of its settings (the role's plan), by class."""
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-import yaml
-from ansible.template import Templar, trust_as_template
-from conftest import trusted
+import router_role
 
-ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
+ROLE = router_role.ROLE
 SERVICES = {"instances": [{"unit": "sglang@0.service", "url": "http://127.0.0.1:30000", "port": 30000}]}
 KEYS = [{"tenant": "lab", "key": "k"}]
 
 
-def variables(**extra):
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
-    return {**trusted(defaults), **trusted(role_vars), "ansible_managed": "managed",
-            "gpulxc_router_venv": "/opt/smg/venv", "gpulxc_router_dir": "/etc/smg",
-            "gpulxc_facts_dir": "/etc/ansible/facts.d",
-            "sglang_router_services": SERVICES, **extra}  # fmt: skip
-
-
 def render(name, **extra):
-    return Templar(variables=variables(**extra)).template(trusted((ROLE / "templates" / name).read_text()))
+    return router_role.render(name, **{"sglang_router_services": SERVICES, **extra})
 
 
 def errors(**extra):
-    (check,) = [t for t in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-                if t.get("name") == "Check the router's settings"]  # fmt: skip
-    templar = Templar(variables={**variables(**extra), **trusted(check["vars"])})
-    return templar.template(trust_as_template("{{ _errors }}"))
+    """The plan's refusals (gpulxc.sglang.router_plan, as tasks/preflight.yml calls it)."""
+    return router_role.errors(**{"sglang_router_services": SERVICES, **extra})
 
 
 def locations(conf):

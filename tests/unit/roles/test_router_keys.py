@@ -1,31 +1,19 @@
-"""sglang_router's client keys (tasks/preflight.yml, templated as Ansible does): smg 1.13.0 reads each as
+"""sglang_router's client keys (its plan, gpulxc.sglang.router_plan): smg 1.13.0 reads each as
 TENANT:KEY split at the first colon, both parts trimmed (smg/router_args.py in the wheel), so a tenant with a
 colon or a space, a key with spaces around it, an empty part or a repeat is refused - by entry number, never
 showing a key."""
 
-from pathlib import Path
-
 import pytest
-import yaml
+import router_role
 from ansible._internal._datatag._tags import Origin  # what the plain_text test reads
-from ansible.template import Templar, trust_as_template
-from conftest import trusted
 
-ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
 SERVICES = {"instances": [{"unit": "sglang@0.service", "url": "http://127.0.0.1:30000", "port": 30000}]}
 SECRET = "s3cret-never-shown"
 
 
 def errors(**extra):
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
-    (check,) = [t for t in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-                if t.get("name") == "Check the router's settings"]  # fmt: skip
-    variables = {**trusted(defaults), **trusted(role_vars), "gpulxc_router_venv": "/opt/smg/venv",
-                 "gpulxc_router_dir": "/etc/smg", "gpulxc_facts_dir": "/etc/ansible/facts.d",
-                 "sglang_router_services": SERVICES, **extra}  # fmt: skip
-    templar = Templar(variables={**variables, **trusted(check["vars"])})
-    return templar.template(trust_as_template("{{ _errors }}"))
+    """The plan's refusals (gpulxc.sglang.router_plan, as tasks/preflight.yml calls it)."""
+    return router_role.errors(**{"sglang_router_services": SERVICES, **extra})
 
 
 def test_good_keys_pass():
@@ -70,3 +58,13 @@ def test_a_worker_key_written_in_an_inventory_is_refused_without_showing_it(tmp_
     # from a module's result (no origin), or none at all: not refused
     for value in (SECRET, ""):
         assert not any("sglang_router_worker_api_key" in e for e in errors(sglang_router_worker_api_key=value))
+
+
+def test_the_key_file_holds_each_tenant_and_key_as_given():
+    """tenant-api-keys, which smg-front-keys reads (the comment line skipped): one TENANT:KEY a line."""
+    keys = [{"tenant": "lab", "key": '-a$b"c:d'}, {"tenant": "other", "key": "plain"}]
+    header = "# tenant:key, one a line (gpulxc.sglang.sglang_router)\n"
+    assert router_role.render("tenant-api-keys.j2", sglang_router_api_keys=keys) == (
+        header + 'lab:-a$b"c:d\nother:plain\n'
+    )
+    assert router_role.render("tenant-api-keys.j2") == header

@@ -4,25 +4,15 @@ model_gateway/src/main.rs:672-674, server.rs:1444-1493 at f8daa88, the same flag
 smg/router_args.py). systemd's default TimeoutStopSec (90 s) would SIGKILL it half-way."""
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
-from ansible.template import Templar
-from conftest import trusted
+import router_role
 
-ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
+SERVICES = {"instances": [{"unit": "sglang@0.service", "url": "http://127.0.0.1:30000"}]}
 
 
 def render(name, **overrides):
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
-    variables = {**trusted(defaults), **trusted(role_vars), "ansible_managed": "managed",
-                 "gpulxc_router_venv": "/opt/smg/venv",
-                 "gpulxc_router_dir": "/etc/smg", "gpulxc_facts_dir": "/etc/ansible/facts.d",
-                 "sglang_router_services": {"instances": [{"unit": "sglang@0.service", "url": "http://127.0.0.1:30000"}]},
-                 **overrides}  # fmt: skip
-    return Templar(variables=variables).template(trusted((ROLE / "templates" / name).read_text()))
+    return router_role.render(name, **{"sglang_router_services": SERVICES, **overrides})
 
 
 def stop_timeout(unit):

@@ -1,43 +1,32 @@
-"""sglang_router's workers (gpulxc.sglang.worker_urls in tasks/preflight.yml, router-args.json.j2 and the re-admit
-task): smg knows a worker by the exact string it was registered with, and the services role drains an instance
-by the URL it published, so every worker URL reaches smg in that one form, and what cannot be a worker is
-refused by entry number before anything changes."""
+"""sglang_router's workers (gpulxc.sglang.worker_urls in its plan, gpulxc.sglang.router_plan, which router-args.json.j2
+and the re-admit task read): smg knows a worker by the exact string it was registered with, and the services role
+drains an instance by the URL it published, so every worker URL reaches smg in that one form, and what cannot be a
+worker is refused by entry number before anything changes."""
 
 import json
-from pathlib import Path
 
 import pytest
-import yaml
-from ansible.template import Templar, trust_as_template
+import router_role
 from ansible_collections.gpulxc.sglang.plugins.filter.worker_urls import worker_urls
-from conftest import trusted
 
-ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
 INSTANCES = ["http://127.0.0.1:30000", "http://127.0.0.1:30001"]
 SERVICES = {
     "instances": [{"unit": f"sglang@{n}.service", "url": u, "port": 30000 + n} for n, u in enumerate(INSTANCES)]
 }
 
 
-def variables(**extra):
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    role_vars = yaml.safe_load((ROLE / "vars/main.yml").read_text())
-    return {**trusted(defaults), **trusted(role_vars), "gpulxc_router_venv": "/opt/smg/venv",
-            "gpulxc_router_dir": "/etc/smg", "gpulxc_facts_dir": "/etc/ansible/facts.d",
-            "sglang_router_services": SERVICES, "sglang_router_host": "127.0.0.1", **extra}  # fmt: skip
+def loopback_router(extra):
+    return {"sglang_router_services": SERVICES, "sglang_router_host": "127.0.0.1", **extra}
 
 
 def errors(**extra):
-    (check,) = [t for t in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-                if t.get("name") == "Check the router's settings"]  # fmt: skip
-    templar = Templar(variables={**variables(**extra), **trusted(check["vars"])})
-    return templar.template(trust_as_template("{{ _errors }}"))
+    """The plan's refusals (gpulxc.sglang.router_plan, as tasks/preflight.yml calls it)."""
+    return router_role.errors(**loopback_router(extra))
 
 
 def registered(**extra):
-    """The --worker-urls smg is started with (router-args.json as the role renders it)."""
-    source = (ROLE / "templates/router-args.json.j2").read_text()
-    args = json.loads(Templar(variables=variables(**extra)).template(trust_as_template(source)))
+    """The --worker-urls smg is started with (router-args.json as the role renders it from the plan)."""
+    args = json.loads(router_role.render("router-args.json.j2", **loopback_router(extra)))
     start = args.index("--worker-urls") + 1
     return args[start : args.index("--policy")]
 

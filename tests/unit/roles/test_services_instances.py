@@ -23,7 +23,8 @@ def task(name, file="preflight.yml"):
 def decided(gpus=8, **extra):
     """The facts the first preflight task sets, for a container with `gpus` GPUs of SM 12.0."""
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    variables = {**trusted(defaults), **trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())),
+    layout = yaml.safe_load((ROLE.parent / "gpulxc/defaults/main.yml").read_text())  # the dependency's
+    variables = {**trusted(layout), **trusted(defaults), **trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())),
                  "gpulxc_venv": "/opt/sglang/venv", "gpulxc_env_file": "/etc/sglang/cuda.env",
                  "gpulxc_config_dir": "/etc/sglang", "gpulxc_cache_dir": "/var/cache/sglang",
                  "gpulxc_facts_dir": "/etc/ansible/facts.d", "gpulxc_router_dir": "/etc/smg",

@@ -1,4 +1,4 @@
-"""The container's software stack through site.yml on a lab CT (ct960): uv_venv, cuda_wheels,
+"""The container's software stack through site.yml on a lab CT (ct960): uv_venv,
 sglang_stack (one resolve against the lab package index: stand-ins with the real metadata, the real
 CUDA wheels), jit_toolchain and cuda_surgery with a real validation compile. Converge, no recompile on
 a second run (its drift repaired: test_drift.py's BREAKS), each fix of the recipe shown necessary by the
@@ -327,11 +327,14 @@ def test_every_uv_run_in_the_container_uses_the_proxy_and_ca_settings(inventory)
 def test_the_runtime_without_its_declared_override_does_not_resolve(inventory):
     play(inventory)
     before = in_ct(VMID, SNAPSHOT).stdout
+    # under the name it had before 0.3.0 (the role cuda_wheels): still read, with a deprecation warning
     proc, _ = play(inventory, "-e", "cuda_wheels_runtime_override=false")
     assert proc.returncode != 0
     out = " ".join(proc.stdout.split())
     assert "The resolve failed, nothing was installed or changed." in out
-    assert "cuda_wheels_runtime_override" in out and "sglang_stack_profile" in out  # the variables to fix
+    assert "sglang_stack_cuda_runtime_override" in out and "sglang_stack_profile" in out  # the variables to fix
+    warned = " ".join(proc.stderr.split())
+    assert "cuda_wheels_runtime_override is renamed sglang_stack_cuda_runtime_override" in warned, warned[-2000:]
     assert "No solution found" in out and "nvidia-cuda-runtime" in out  # uv's own account of torch's pin
     # the lock, its inputs and the venv are as they were
     after = in_ct(VMID, SNAPSHOT).stdout
@@ -346,7 +349,7 @@ def test_the_second_profile_resolves_against_its_real_metadata_and_brings_its_ow
     all), fix 3 still needed (torch 2.14.1's cuda-toolkit 13.0.3 pins the runtime at 13.0.96), and the stand-in
     server of that wheel parsing 0.5.23's flags: the reference's --mamba-scheduler-strategy is gone; then back."""
     second = ("-e", "sglang_stack_profile=sglang-0.5.23")
-    proc, _ = play(inventory, *second, "-e", "cuda_wheels_runtime_override=false")
+    proc, _ = play(inventory, *second, "-e", "sglang_stack_cuda_runtime_override=false")
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0 and "No solution found" in out and "nvidia-cuda-runtime" in out, out[-3000:]
     proc, changed = play(inventory, *second)
@@ -498,11 +501,11 @@ def test_the_second_profile_needs_each_fix_or_serves_without_it(inventory, secon
 # bad settings share, side by side, refused with every message and the CT left byte for byte as it was: the CUDA
 # family's check, and the container's Python as the CT answers.
 REFUSED = {
-    "cuda settings": ({"cuda_wheels_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
-                                              "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"},
-                       "cuda_wheels_runtime_version": "latest"},
-                      ["cuda_wheels_family mixes CUDA minors ['13.2', '13.5']",
-                       "cuda_wheels_runtime_version (latest)"]),
+    "cuda settings": ({"sglang_stack_cuda_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
+                                                    "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"},
+                       "sglang_stack_cuda_runtime_version": "latest"},
+                      ["sglang_stack_cuda_family mixes CUDA minors ['13.2', '13.5']",
+                       "sglang_stack_cuda_runtime_version (latest)"]),
     "no such python": ({"uv_venv_python": "/usr/bin/python3.99"},
                        ["uv_venv_python /usr/bin/python3.99 does not run in the container"]),
 }  # fmt: skip

@@ -70,6 +70,7 @@ CHECKS = (
         "ansible.builtin.validate_argument_spec",
         "ansible.builtin.debug",
         "ansible.builtin.meta",
+        "gpulxc.sglang.renamed_variables",  # reads variables only (a deprecation warning)
     }
 )
 # A task's keywords: its one other key is its action.

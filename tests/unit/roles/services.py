@@ -30,6 +30,12 @@ def _role_file(name):
 
 
 @cache
+def _layout():
+    """The defaults of the role every role depends on (roles/gpulxc): gpulxc_stack among them."""
+    return trusted(yaml.safe_load((ROLE.parent / "gpulxc/defaults/main.yml").read_text()))
+
+
+@cache
 def profile(name="sglang-0.5.12"):
     return load(name, flags=True)
 
@@ -37,7 +43,7 @@ def profile(name="sglang-0.5.12"):
 def variables(gpus=8, **given):
     """Every variable the role's tasks and templates see, for a container with `gpus` GPUs of SM 12.0."""
     found = {"indexes": list(range(gpus)), "capabilities": ["12.0"] * gpus}
-    return {**_role_file("defaults/main.yml"), **_role_file("vars/main.yml"), **LAYOUT,
+    return {**_layout(), **_role_file("defaults/main.yml"), **_role_file("vars/main.yml"), **LAYOUT,
             "gpu_preflight_result": found, "ansible_local": {"gpulxc_stack": STACK}, **given}  # fmt: skip
 
 

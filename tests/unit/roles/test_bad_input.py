@@ -330,17 +330,23 @@ STACK = [  # test_container_stack.py
     ({"sglang_stack_profile": PYTHON_3_12_ONLY}, "the virtual environment would use Python 3.11, which stack profile"),
     (
         {
-            "cuda_wheels_family": {
+            "sglang_stack_cuda_family": {
                 "nvidia-cuda-nvcc": "13.2.78",
                 "nvidia-nvvm": "13.5.37",
                 "nvidia-cuda-crt": "13.2.78",
                 "nvidia-cuda-cccl": "13.2.75",
             }
         },
-        "cuda_wheels_family mixes CUDA minors ['13.2', '13.5']",
+        "sglang_stack_cuda_family mixes CUDA minors ['13.2', '13.5']",
     ),
-    ({"cuda_wheels_runtime_version": "latest"}, "cuda_wheels_runtime_version (latest)"),
-    ({"cuda_wheels_runtime_version": "13"}, "cuda_wheels_runtime_version (13) and cuda_wheels_nvrtc_version (13.0.88)"),
+    ({"sglang_stack_cuda_runtime_version": "latest"}, "sglang_stack_cuda_runtime_version (latest)"),
+    (
+        {"sglang_stack_cuda_runtime_version": "13"},
+        "sglang_stack_cuda_runtime_version (13) and sglang_stack_cuda_nvrtc_version (13.0.88)",
+    ),
+    # the names of the role cuda_wheels (before 0.3.0) are still read, until 0.4.0
+    ({"cuda_wheels_runtime_version": "latest"}, "sglang_stack_cuda_runtime_version (latest)"),
+    ({"cuda_wheels_nvrtc_version": "13"}, "sglang_stack_cuda_runtime_version (13.2.75) and sglang_stack_cuda_nvrtc"),
     ({"cuda_surgery_cccl_source": "copy"}, "value of cuda_surgery_cccl_source must be one of: nvidia-cuda-cccl, flash"),
     ({"cuda_surgery_cccl_source": ""}, "value of cuda_surgery_cccl_source must be one of: nvidia-cuda-cccl, flash"),
     # the CT answers: no such interpreter

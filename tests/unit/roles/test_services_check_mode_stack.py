@@ -1,14 +1,11 @@
-"""Check mode writes no stack fact: sglang_stack notes the fact it would write (sglang_stack_predicted_fact) and
-sglang_services reads that one instead - the stack its servers would start from, the attention backends of its
-profile - so that check mode predicts the servers' restarts onto a new stack (tests/lab/test_fleet.py runs it)."""
+"""sglang_services reads sglang_stack's stack object (gpulxc_stack), which a check-mode run publishes as a real run
+does - the stack its servers would start from, the attention backends of its profile - so that check mode predicts
+the servers' restarts onto a new stack (tests/lab/test_fleet.py runs it); a run without sglang_stack reads the one
+the container keeps (ansible_local.gpulxc_stack, through roles/gpulxc's defaults)."""
 
-from pathlib import Path
-
-import yaml
 from ansible.template import Templar, trust_as_template
 from services import STACK, decided
 
-STACK_ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_stack"
 VENV = "/opt/sglang/venv"
 RUNNING = {**STACK, "venv": VENV, "stack": "/opt/sglang/stacks/1111111111111111"}
 # the stack a run would switch to, of a profile whose backends for SM 12.0 differ
@@ -28,13 +25,4 @@ def test_the_servers_start_from_the_stack_its_fact_names():
 
 
 def test_in_check_mode_from_the_stack_the_stack_role_would_switch_to():
-    assert read(sglang_stack_predicted_fact=PREDICTED) == (PREDICTED["stack"], "triton")
-
-
-def test_the_stack_role_notes_the_fact_it_would_write_only_in_check_mode():
-    tasks = {t["name"]: t for t in yaml.safe_load((STACK_ROLE / "tasks/install.yml").read_text())}
-    note = tasks["Note the stack check mode predicts, for sglang_services"]
-    assert note["ansible.builtin.set_fact"] == {"sglang_stack_predicted_fact": "{{ _sglang_stack_fact }}"}
-    assert note["when"] == "sglang_stack_fact_result is changed and ansible_check_mode"
-    published = tasks["Publish the installed stack for the roles after this one (a local fact)"]
-    assert published["gpulxc.sglang.file_set"]["files"][0]["content"] == "{{ _sglang_stack_fact | to_nice_json }}\n"
+    assert read(gpulxc_stack=PREDICTED) == (PREDICTED["stack"], "triton")

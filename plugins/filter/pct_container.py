@@ -26,18 +26,43 @@ SEARCHDOMAIN = r"^([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?[.])*[a-zA-Z0-9]([a-zA-
 DESCRIPTION_MAX = 8192  # Proxmox's description maxLength (8 KiB)
 # The role's variables the plan reads (roles/pct_container/meta/argument_specs.yml documents each).
 VARIABLES = (
-    "pct_container_node", "pct_container_vmid", "pct_container_hostname",
-    "pct_container_ostemplate", "pct_container_rootfs_storage", "pct_container_rootfs_size_gb",
-    "pct_container_cores", "pct_container_memory_mb", "pct_container_swap_mb", "pct_container_net0",
-    "pct_container_features", "pct_container_unprivileged", "pct_container_onboot", "pct_container_gpus",
-    "pct_container_gpu_passthrough", "pct_container_device_mode", "pct_container_device_gid",
-    "pct_container_nvidia_caps", "pct_container_shm_size_gb", "pct_container_memory_headroom_gb",
-    "pct_container_mounts", "pct_container_gpus_shared", "pct_container_tags", "pct_container_description",
-    "pct_container_startup", "pct_container_protection", "pct_container_nameserver", "pct_container_searchdomain",
-    "pct_container_cpulimit", "pct_container_boot_unit", "pct_container_nvidia_modprobe",
-    "pct_container_driver_version_file", "pct_container_require_open_kernel_module", "pct_container_driver_check",
-    "pct_container_driver_install", "pct_container_driver_installer_dir",
-)  # fmt: skip
+    "pct_container_node",
+    "pct_container_vmid",
+    "pct_container_hostname",
+    "pct_container_ostemplate",
+    "pct_container_rootfs_storage",
+    "pct_container_rootfs_size_gb",
+    "pct_container_cores",
+    "pct_container_memory_mb",
+    "pct_container_swap_mb",
+    "pct_container_net0",
+    "pct_container_features",
+    "pct_container_unprivileged",
+    "pct_container_onboot",
+    "pct_container_gpus",
+    "pct_container_gpu_passthrough",
+    "pct_container_device_mode",
+    "pct_container_device_gid",
+    "pct_container_nvidia_caps",
+    "pct_container_shm_size_gb",
+    "pct_container_memory_headroom_gb",
+    "pct_container_mounts",
+    "pct_container_gpus_shared",
+    "pct_container_tags",
+    "pct_container_description",
+    "pct_container_startup",
+    "pct_container_protection",
+    "pct_container_nameserver",
+    "pct_container_searchdomain",
+    "pct_container_cpulimit",
+    "pct_container_boot_unit",
+    "pct_container_nvidia_modprobe",
+    "pct_container_driver_version_file",
+    "pct_container_require_open_kernel_module",
+    "pct_container_driver_check",
+    "pct_container_driver_install",
+    "pct_container_driver_installer_dir",
+)
 # The node unit's inputs (node_devices.yml): one a node, so every container of the run on the node sets them alike.
 NODE_UNIT = ("pct_container_boot_unit", "pct_container_nvidia_modprobe", "pct_container_nvidia_caps")
 
@@ -188,16 +213,26 @@ class _Plan:
             found.append(
                 "%spct_container_node '%s' (Proxmox node '%s', pct_container_pve_node) is not a member of the cluster"
                 " %s that the API answers for (members: %s). Set pct_container_node to the inventory host of a member"
-                " and pct_container_pve_node to its name." % (PREFIX, self.node, c["node"],
-                                                             (c.get("cluster") or {}).get("name", ""), members)
-            )  # fmt: skip
+                " and pct_container_pve_node to its name."
+                % (PREFIX, self.node, c["node"], (c.get("cluster") or {}).get("name", ""), members)
+            )
         if c["node_member"] and c["placement"] == "migrated":
             found.append(
                 "%sCT %s ('%s') is on node %s, not on %s: it was migrated there. Set pct_container_node to the"
                 " inventory host of %s (and pct_container_pve_node to %s), or migrate it back (pct migrate %s %s)."
-                " Nothing was changed." % (PREFIX, vmid, guest.get("name", "") or "name not reported", there,
-                                           c["node"], there, there, vmid, c["node"])
-            )  # fmt: skip
+                " Nothing was changed."
+                % (
+                    PREFIX,
+                    vmid,
+                    guest.get("name", "") or "name not reported",
+                    there,
+                    c["node"],
+                    there,
+                    there,
+                    vmid,
+                    c["node"],
+                )
+            )
         if c["node_member"] and c["placement"] == "taken":
             found.append(
                 "%svmid %s is already used on node %s by %s '%s' (pct_container_hostname is '%s'): set"
@@ -221,27 +256,42 @@ class _Plan:
             found.append(
                 "%sCT %s exists and is %s, but pct_container_unprivileged is %s: Proxmox cannot change that after"
                 " creation (unprivileged is read-only). Set pct_container_unprivileged to %s, or destroy and"
-                " re-create the CT." % (PREFIX, v["pct_container_vmid"],
-                                        "unprivileged" if unprivileged else "privileged",
-                                        _lower(_bool(v["pct_container_unprivileged"])), _lower(_bool(unprivileged)))
-            )  # fmt: skip
+                " re-create the CT."
+                % (
+                    PREFIX,
+                    v["pct_container_vmid"],
+                    "unprivileged" if unprivileged else "privileged",
+                    _lower(_bool(v["pct_container_unprivileged"])),
+                    _lower(_bool(unprivileged)),
+                )
+            )
         needed = (_int(v["pct_container_shm_size_gb"]) + _int(v["pct_container_memory_headroom_gb"])) * 1024
         if _int(v["pct_container_memory_mb"]) < needed:
             found.append(
                 "%spct_container_memory_mb (%s) must cover /dev/shm (pct_container_shm_size_gb = %s) plus"
                 " pct_container_memory_headroom_gb (%s): at least %s MiB, because the files in /dev/shm are charged"
-                " to the container's memory." % (PREFIX, v["pct_container_memory_mb"],
-                                                  v["pct_container_shm_size_gb"],
-                                                  v["pct_container_memory_headroom_gb"], needed)
-            )  # fmt: skip
+                " to the container's memory."
+                % (
+                    PREFIX,
+                    v["pct_container_memory_mb"],
+                    v["pct_container_shm_size_gb"],
+                    v["pct_container_memory_headroom_gb"],
+                    needed,
+                )
+            )
         template = probe.get("template") or {}
         if self.node_read and probe.get("status") == "absent" and not template.get("exists"):
             found.append(
                 "%sthe template pct_container_ostemplate ('%s') is not on %s (%s). Download it there (pveam update"
                 " && pveam download local <template>) or set pct_container_ostemplate to one that `pveam list local`"
-                " shows." % (PREFIX, v["pct_container_ostemplate"], node,
-                             template.get("error") or "%s is missing" % template.get("path", ""))
-            )  # fmt: skip
+                " shows."
+                % (
+                    PREFIX,
+                    v["pct_container_ostemplate"],
+                    node,
+                    template.get("error") or "%s is missing" % template.get("path", ""),
+                )
+            )
         found += self._node_errors()
         found += self._settings_errors()
         disagreement = self.node_disagreement()
@@ -282,9 +332,14 @@ class _Plan:
             found.append(
                 "%spct_container_rootfs_storage ('%s') on %s has %s GiB available; pct_container_rootfs_size_gb asks"
                 " for %s. Free space there, ask for less, or pick another storage."
-                % (PREFIX, name, node, round(storage.get("avail_kib", 0) / 1048576, 1),
-                   v["pct_container_rootfs_size_gb"])
-            )  # fmt: skip
+                % (
+                    PREFIX,
+                    name,
+                    node,
+                    round(storage.get("avail_kib", 0) / 1048576, 1),
+                    v["pct_container_rootfs_size_gb"],
+                )
+            )
         return found
 
     def _node_errors(self):
@@ -313,15 +368,19 @@ class _Plan:
                 " the NVIDIA device nodes before Proxmox starts the containers. Install nvidia-modprobe (the .run"
                 " driver installs it; Debian packages it as nvidia-modprobe), set pct_container_nvidia_modprobe to its"
                 " path, or set pct_container_boot_unit to false." % (PREFIX, v["pct_container_nvidia_modprobe"], node)
-            )  # fmt: skip
+            )
         if self.gpu_node_read and not driver:
             found.append(
                 "%son %s, no NVIDIA kernel driver answers (%s is missing or unreadable): install the host driver"
                 " first (a prerequisite, see the README), or set pct_container_gpu_passthrough to 'none'."
                 % (PREFIX, node, v["pct_container_driver_version_file"])
             )
-        if (self.gpu_node_read and driver and not (probe.get("driver") or {}).get("open")
-                and _bool(v["pct_container_require_open_kernel_module"])):  # fmt: skip
+        if (
+            self.gpu_node_read
+            and driver
+            and not (probe.get("driver") or {}).get("open")
+            and _bool(v["pct_container_require_open_kernel_module"])
+        ):
             found.append(
                 "%son %s, the NVIDIA driver %s is the proprietary kernel module; Blackwell GPUs need the open one"
                 " (install with --kernel-module-type=open), or set pct_container_require_open_kernel_module to false."
@@ -341,9 +400,14 @@ class _Plan:
                 " them): ask for fewer, or check the host driver." % (PREFIX, node, missing, len(host_gpus), host_gpus)
             )
         ct_driver = ((probe.get("container") or {}).get("nvidia_userspace") or "") if self.node_read else ""
-        if (self.gpu_node_read and driver and _bool(v["pct_container_driver_check"])
-                and not _bool(v["pct_container_driver_install"]) and probe.get("status") != "stopped"
-                and ct_driver != driver):  # fmt: skip
+        if (
+            self.gpu_node_read
+            and driver
+            and _bool(v["pct_container_driver_check"])
+            and not _bool(v["pct_container_driver_install"])
+            and probe.get("status") != "stopped"
+            and ct_driver != driver
+        ):
             found.append(
                 "%sthe NVIDIA userspace in CT %s is '%s' but the kernel driver on %s is %s; they must be equal"
                 ' ("Driver/library version mismatch" otherwise). Set pct_container_driver_install to true (with'

@@ -162,7 +162,8 @@ class _Plan:
             if _get(hv, "pct_container_node", "") != self.node or other == vmid:
                 continue
             asked.append(other)
-            common = sorted(set(_get(hv, "_pct_container_gpu_indexes", []) or []) & set(mine))
+            # Ansible's intersect and difference filters: set order, as the messages always had it
+            common = list(set(_get(hv, "_pct_container_gpu_indexes", []) or []) & set(mine))
             if common and not (shared and _bool(_get(hv, "pct_container_gpus_shared", False))):
                 found.append("CT %s (%s) asks for GPU %s" % (other, host, ", ".join(map(str, common))))
         users = self.probe.get("gpu_users") or {}
@@ -177,7 +178,7 @@ class _Plan:
             ]
             # outside the inventory: this container's own setting decides
             other_shared = not owners or _bool(_get(self.hostvars[owners[0]], "pct_container_gpus_shared", False))
-            common = sorted(set(users[key]) & set(mine))
+            common = list(set(users[key]) & set(mine))
             if common and not (shared and other_shared):
                 owner = owners[0] if owners else "not in the inventory"
                 found.append("CT %s (%s) passes GPU %s through now" % (key, owner, ", ".join(map(str, common))))
@@ -393,7 +394,7 @@ class _Plan:
         v, node, probe, driver = self.v, self.node, self.probe, self.driver
         mine, host_gpus = self.gpu_indexes or [], self.host_gpu_indexes
         found = []
-        missing = sorted(set(mine) - set(host_gpus))
+        missing = list(set(mine) - set(host_gpus))
         if self.gpu_node_read and driver and (not host_gpus or missing):
             found.append(
                 "%son %s, pct_container_gpus asks for GPUs %s but the node has %d GPU(s) (%s as its driver lists"

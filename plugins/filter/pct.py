@@ -1,8 +1,8 @@
 # Copyright (c) 2026 gpulxc.sglang developers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-# Structured input to Proxmox container properties (documented in pct_devices.yml, pct_mounts.yml and
-# pct_lxc_devices.yml next to this file).
+# Structured input to Proxmox container properties (documented in pct_devices.yml, pct_mounts.yml,
+# pct_lxc_devices.yml and pct_settings.yml next to this file).
 
 from __future__ import annotations
 
@@ -35,6 +35,22 @@ def pct_lxc_devices(paths, majors):
     return allow + mount
 
 
+def pct_settings(settings):
+    """The settings an operator set, as Proxmox takes them (tags joined by ';', cpulimit as text); an empty one is
+    left out, so that a value set by hand stays."""
+    sent = {**settings}
+    if "tags" in sent:
+        sent["tags"] = ";".join(str(tag) for tag in sent["tags"])
+    if "cpulimit" in sent:
+        sent["cpulimit"] = str(sent["cpulimit"])
+    return {key: value for key, value in sent.items() if value != ""}
+
+
 class FilterModule:
     def filters(self):
-        return {"pct_devices": pct_devices, "pct_mounts": pct_mounts, "pct_lxc_devices": pct_lxc_devices}
+        return {
+            "pct_devices": pct_devices,
+            "pct_mounts": pct_mounts,
+            "pct_lxc_devices": pct_lxc_devices,
+            "pct_settings": pct_settings,
+        }

@@ -1,13 +1,13 @@
-"""gpulxc.sglang.pct_devices, pct_mounts and pct_lxc_devices: the property strings pct_container sends, pinned
-byte for byte to what its Jinja built before these filters (roles/pct_container/tasks/config.yml at eb6fcd1),
-for the lab and the example inventories and for the options they leave at their defaults."""
+"""gpulxc.sglang.pct_devices, pct_mounts, pct_lxc_devices and pct_settings: the property strings pct_container sends,
+pinned byte for byte to what its Jinja built before these filters (roles/pct_container/tasks/config.yml at eb6fcd1;
+the settings at 5775e4c), for the lab and the example inventories and for the options they leave at their defaults."""
 
 from pathlib import Path
 
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpulxc.sglang.plugins.filter.pct import pct_devices, pct_lxc_devices, pct_mounts
+from ansible_collections.gpulxc.sglang.plugins.filter.pct import pct_devices, pct_lxc_devices, pct_mounts, pct_settings
 
 REPO = Path(__file__).resolve().parents[4]
 DEFAULTS = yaml.safe_load((REPO / "roles/pct_container/defaults/main.yml").read_text())
@@ -79,3 +79,22 @@ def test_raw_lxc_lines_allow_each_major_then_bind_each_node():
 def test_a_mount_without_its_paths_is_named():
     with pytest.raises(AnsibleFilterError, match="host_path and ct_path"):
         pct_mounts([{"host_path": "/a"}])
+
+
+SETTINGS = ("tags", "description", "startup", "protection", "nameserver", "searchdomain", "cpulimit")
+GOOD_SETTINGS = {"tags": ["gpu", "SGLang_2", "a+b.c-d"], "startup": "order=2,up=60,down=30", "cpulimit": "12.5",
+                 "protection": True, "description": "x\ny", "nameserver": "1.1.1.1 2001:db8::53 fe80::1%vmbr0",
+                 "searchdomain": "lab.example x"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        ({}, {}),  # the defaults: nothing managed
+        (GOOD_SETTINGS, {**GOOD_SETTINGS, "tags": "gpu;SGLang_2;a+b.c-d"}),
+        ({"protection": False, "cpulimit": 0}, {"protection": False, "cpulimit": "0"}),
+    ],
+)
+def test_empty_settings_are_not_managed_and_set_ones_are_sent(given, sent):
+    defaults = {key: DEFAULTS["pct_container_" + key] for key in SETTINGS}
+    assert pct_settings({**defaults, **given}) == sent

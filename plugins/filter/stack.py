@@ -5,14 +5,9 @@ and the published facts need: one place, so the container's resolve and the whee
 
 from __future__ import annotations
 
-import re
-
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-
-
-def _canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical
 
 
 def to_requirements(pins):
@@ -55,12 +50,12 @@ def stack_requirements(profile, extra_packages=(), overrides=(), cuda=None):
 def stack_fact(profile, locked, venv, stack=None):
     """ansible_local.gpulxc_stack: the profile, the venv and the stack directory it links to, the locked versions
     of the profile's packages and the attention backends per compute capability."""
-    locked = {_canonical(name): version for name, version in (locked or {}).items()}
+    locked = {canonical(name): version for name, version in (locked or {}).items()}
     return {
         "profile": profile["name"],
         "venv": venv,
         "stack": stack or venv,
-        "packages": {name: locked.get(_canonical(name)) for name in profile["packages"]},
+        "packages": {name: locked.get(canonical(name)) for name in profile["packages"]},
         "attention_backends": profile["attention_backends"],
         "fallback_attention_backend": profile["fallback_attention_backend"],
     }

@@ -124,7 +124,7 @@ import re
 import ssl
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import installed_versions, normalize
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical, installed_versions
 
 INSTANCE = re.compile(r"^instance-([0-9]+)\.yaml$")
 EVERY_ADDRESS = ("0.0.0.0", "::", "")
@@ -264,7 +264,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    wanted = [normalize(name) for name in params["packages"]]
+    wanted = [canonical(name) for name in params["packages"]]
     found = versions([params["venv"], params["router_venv"]], wanted)
     config = first_config(params["config_dir"])
     module.exit_json(

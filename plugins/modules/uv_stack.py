@@ -194,10 +194,9 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import damaged_files, site_dirs
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical, damaged_files, site_dirs
 from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
-    canonical,
     check_complaints,
     drift,
     fragment_text,

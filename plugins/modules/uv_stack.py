@@ -332,10 +332,10 @@ class Stack:
             lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
         if lock_text is not None and not check:
             os.makedirs(self.dir, exist_ok=True)
-            write_atomic(self.requirements_path, self.want_requirements)
-            write_atomic(self.overrides_path, self.want_overrides)
+            write_atomic(self.module, self.requirements_path, self.want_requirements)
+            write_atomic(self.module, self.overrides_path, self.want_overrides)
             if resolve:
-                write_atomic(self.lock_path, lock_text)
+                write_atomic(self.module, self.lock_path, lock_text)
         return lock_text, resolve, not resolve
 
     def sync(self, venv, locked, damaged):

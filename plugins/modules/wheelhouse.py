@@ -401,7 +401,7 @@ class Wheelhouse:
                 os.unlink(os.path.join(self.dest, filename))
         self.result["removed"] = [f for f in remove if f not in downloaded]
         for path, content in self.pending.items():
-            write_atomic(path, content)
+            write_atomic(self.module, path, content)
 
     def sums(self):
         wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl")) if os.path.isdir(self.dest) else []
@@ -421,7 +421,7 @@ class Wheelhouse:
                 self.apply(missing, remove)
                 after, sums_after = self.sums()
                 if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums_after:
-                    write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums_after)
+                    write_atomic(self.module, os.path.join(self.dest, "SHA256SUMS"), sums_after)
         self.result["changed"] = bool(self.result["downloaded"] or remove or self.pending or stale_sums
                                       or (self.result["resolved"] and self.check))  # fmt: skip
         self.result["wheels"] = len(after)

@@ -21,14 +21,16 @@ description:
     O(files[].content).
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reports what it would change and changes nothing.
     support: full
+    details: Reports what it would change and changes nothing.
   diff_mode:
-    description: One diff per changed path - a file's old and new text (V(hidden) with O(files[].secret)), a
-      directory's or link's state.
     support: full
+    details: One diff per changed path - a file's old and new text (V(hidden) with O(files[].secret)), a
+      directory's or link's state.
 options:
   directories:
     description: Directories to make or correct.

@@ -17,13 +17,9 @@ description:
     M(ansible.builtin.async_status) afterwards; this module reads the file and changes nothing.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Reads only; the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   results_file:
     description: The C(results_file) of the async task's registered result.

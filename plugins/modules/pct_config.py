@@ -36,13 +36,14 @@ notes:
   - Changing the root filesystem of an existing container (resize, move) is not done here.
 attributes:
   check_mode:
-    description: Reports what would be created, set, deleted and written, and changes nothing.
     support: full
+    details: Reports what would be created, set, deleted and written, and changes nothing.
   diff_mode:
-    description: Shows the container's config (keys and raw lines) before and after.
     support: full
+    details: Shows the container's config (keys and raw lines) before and after.
 extends_documentation_fragment:
   - gpulxc.sglang.pct
+  - gpulxc.sglang.attributes
 options:
   ostemplate:
     description:

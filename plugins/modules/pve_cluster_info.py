@@ -23,13 +23,9 @@ author:
   - gpulxc.sglang developers (@gpulxc)
 requirements:
   - proxmoxer and requests (its https backend's), on the host the module runs on (the controller).
-attributes:
-  check_mode:
-    description: Reads the same in check mode; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   api_host:
     description: Address of a cluster member's API (C(host) or C(host:port)).

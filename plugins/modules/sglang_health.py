@@ -31,13 +31,9 @@ description:
     once a sampled chat answers within O(chat_fast) seconds; a slower one is sent again, until the deadline.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   instances:
     description:

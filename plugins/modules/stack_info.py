@@ -26,13 +26,9 @@ notes:
     comments skipped - and, as C(yaml.safe_load) in SGLang's own parser does, the B(last) occurrence of a key wins.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   venv:
     description: The SGLang virtual environment (gpulxc.sglang.gpulxc's C(gpulxc_venv)).

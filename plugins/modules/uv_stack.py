@@ -29,13 +29,15 @@ description:
     override.
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reports whether it would resolve and what it would install, and changes nothing.
     support: full
+    details: Reports whether it would resolve and what it would install, and changes nothing.
   diff_mode:
-    description: Shows the packages that would change (installed versus locked) and changed inputs.
     support: full
+    details: Shows the packages that would change (installed versus locked) and changed inputs.
 options:
   venv:
     description: The virtual environment (its C(bin/python) is the interpreter resolved for).

@@ -31,14 +31,16 @@ author:
 requirements:
   - pip in the Python that runs the module (for C(pip download)); its wheel tags come from C(packaging), the
     standalone package or the copy pip vendors.
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
+    support: full
+    details: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
       would be downloaded and removed; changes nothing.
-    support: full
   diff_mode:
-    description: The wheel files before and after.
     support: full
+    details: The wheel files before and after.
 options:
   dest:
     description: The wheelhouse directory (created when missing).

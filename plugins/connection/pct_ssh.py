@@ -74,6 +74,7 @@ DOCUMENTATION = r"""
         default: true
         vars:
         - name: proxmox_pct_channel
+        version_added: 0.2.0
       pct_channel_persist:
         description:
         - Seconds the channel stays open without a command (as SSH's C(ControlPersist)).
@@ -81,6 +82,7 @@ DOCUMENTATION = r"""
         default: 60
         vars:
         - name: proxmox_pct_channel_persist
+        version_added: 0.2.0
       pct_channel_preload:
         description:
         - Run Ansible modules piped to the container's C(python3) in a child forked from the channel's Python,
@@ -96,6 +98,7 @@ DOCUMENTATION = r"""
         default: true
         vars:
         - name: proxmox_pct_channel_preload
+        version_added: 0.2.0
       pct_transfer_threshold:
         description:
         - Files up to this many bytes are written into the container with one C(pct exec ... cat) call; larger

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: job_progress
 short_description: Wait a slice of time for an async job and say how far it got
-version_added: 0.2.0
+version_added: 0.3.0
 description:
   - Waits up to O(slice) seconds for a job started with C(async) and C(poll=0) to finish, then returns one
     RV(progress) line - what the job does, the size of each watched path (of a total, where given) and how long

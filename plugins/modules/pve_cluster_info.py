@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: pve_cluster_info
 short_description: Read a Proxmox VE cluster's members and where a guest id lives, through the API
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads, with an API token, two paths of the Proxmox VE API through proxmoxer's C(https) backend and
     changes nothing; run it on the controller (delegated to C(localhost)), where proxmoxer is installed

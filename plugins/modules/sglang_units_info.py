@@ -45,6 +45,7 @@ options:
         standing for the instance's number. Its lines are compared too, and a variable it sets replaces the one
         O(env_file) sets (as systemd reads them).
     type: str
+    version_added: 0.3.0
   kept_drop_ins:
     description: Drop-ins the caller writes itself, left out of RV(drop_ins) and RV(drop_in_instances).
     type: list

@@ -58,6 +58,7 @@ options:
         the servers' role passes its key, which may be newer than the router's.
     type: str
     default: ""
+    version_added: 0.2.0
   timeout:
     description:
       - V(drained) - seconds to wait for the requests in flight; past it the module warns and returns, and the

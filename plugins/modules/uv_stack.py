@@ -73,6 +73,7 @@ options:
     type: list
     elements: str
     default: []
+    version_added: 0.2.0
   stacks_dir:
     description:
       - Where each lock gets a virtual environment of its own, named by the lock's sha256 (C(<stacks_dir>/<16 hex>)),
@@ -85,6 +86,7 @@ options:
         repaired in place. O(venv) as a plain directory at the lock (before this option) is moved there as it is.
       - Unset, O(venv) is installed in place.
     type: path
+    version_added: 0.2.0
   keep_stacks:
     description:
       - With O(stacks_dir), how many stacks stay on disk, the current one included - the current, the one it
@@ -93,10 +95,12 @@ options:
       - V(1) keeps only the current one (a rollback then installs the old lock again).
     type: int
     default: 2
+    version_added: 0.3.0
   python:
     description: The interpreter a new stack's virtual environment is made from (C(uv venv --python)).
     type: path
     default: /usr/bin/python3
+    version_added: 0.2.0
   cache_lock:
     description:
       - A file whose exclusive lock (C(flock)) every resolve and install holds while it runs. Containers that share
@@ -104,6 +108,7 @@ options:
         download each file once, one after another - the first fills the cache, the others read it.
       - Unset, nothing is locked (a cache of the container's own).
     type: path
+    version_added: 0.3.0
   failure_hint:
     description: A sentence added to a failed resolve's message, naming the variables that feed it.
     type: str

@@ -25,7 +25,7 @@ LEFT_OUT = [*ALWAYS_LEFT_OUT, *GALAXY.get("build_ignore", [])]
 README_LIMIT = 10 * 1024
 
 DOCS = sorted(
-    {"README.md", "plugins/README.md", "lab/README.md", "tests/README.md"}
+    {"README.md", "CONTRIBUTING.md", "plugins/README.md", "lab/README.md", "tests/README.md"}
     | {path.relative_to(REPO).as_posix() for path in (REPO / "docs").glob("*.md")}
     | {path.relative_to(REPO).as_posix() for path in (REPO / "roles").glob("*/README.md")}
 )

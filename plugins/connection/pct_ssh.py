@@ -74,6 +74,7 @@ DOCUMENTATION = r"""
         default: true
         vars:
         - name: proxmox_pct_channel
+        version_added: 0.2.0
       pct_channel_persist:
         description:
         - Seconds the channel stays open without a command (as SSH's C(ControlPersist)).
@@ -81,6 +82,7 @@ DOCUMENTATION = r"""
         default: 60
         vars:
         - name: proxmox_pct_channel_persist
+        version_added: 0.2.0
       pct_channel_preload:
         description:
         - Run Ansible modules piped to the container's C(python3) in a child forked from the channel's Python,
@@ -96,6 +98,7 @@ DOCUMENTATION = r"""
         default: true
         vars:
         - name: proxmox_pct_channel_preload
+        version_added: 0.2.0
       pct_transfer_threshold:
         description:
         - Files up to this many bytes are written into the container with one C(pct exec ... cat) call; larger
@@ -508,7 +511,6 @@ import time
 import uuid
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
-from ansible.executor.process.worker import WorkerProcess
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.connection.ssh import Connection as SSHConnection
 from ansible.release import __version__ as ansible_core_version
@@ -526,16 +528,19 @@ def _freeze_inherited_objects():
     collection in the worker walks every inherited object and so copies each page it touches (copy-on-write):
     about 40 ms a task, a third of a no-op re-run of site.yml. The worker lives for one task, so what it
     inherited stays alive anyway; gc.freeze() is what Python's documentation advises for fork without exec.
+    A task's worker is the one process that loads the plugin as a multiprocessing child (ansible-core's
+    WorkerProcess, which is no public API): the controller, ansible-doc and tests have no parent process.
     """
-    if isinstance(multiprocessing.current_process(), WorkerProcess):
+    if multiprocessing.parent_process() is not None:
         gc.freeze()
 
 
 _freeze_inherited_objects()
 option_definitions.register("connection", __name__, DOCUMENTATION, __file__)
 
-# The ansible-core minors the preload is tested with (tools/test's unit suite runs on each): it runs modules on
-# private parts of their payload. The same list bounds requires_ansible in meta/runtime.yml.
+# The ansible-core minors the preload is tested with (tools/test's sanity and unit legs run on each): it runs modules
+# on private parts of their payload, so on any other core it stays off. The same list is what requires_ansible in
+# meta/runtime.yml claims (tests/unit/test_core_versions.py).
 PRELOAD_CORE_VERSIONS = ("2.19", "2.20", "2.21")
 
 # What pct prints when the container cannot take the command (patterns of pct's own messages, for the

@@ -9,10 +9,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-
-
-def _canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical
 
 
 def to_requirements(pins):
@@ -56,12 +53,12 @@ def stack_fact(profile, locked, venv, stack=None):
     """The stack object (gpulxc_stack, kept as ansible_local.gpulxc_stack): the profile, the venv and the stack
     directory it links to, the locked versions of the profile's packages, its CUDA wheels, the flags this release
     spells differently and the attention backends per compute capability."""
-    locked = {_canonical(name): version for name, version in (locked or {}).items()}
+    locked = {canonical(name): version for name, version in (locked or {}).items()}
     return {
         "profile": profile["name"],
         "venv": venv,
         "stack": stack or venv,
-        "packages": {name: locked.get(_canonical(name)) for name in profile["packages"]},
+        "packages": {name: locked.get(canonical(name)) for name in profile["packages"]},
         "cuda": profile["cuda"],
         "flag_names": profile.get("flag_names", {}),
         "attention_backends": profile["attention_backends"],

@@ -11,20 +11,26 @@ import glob
 import importlib.metadata
 import os
 import pathlib
+import re
+
+_SEPARATORS = re.compile(r"[-_.]+")
 
 
-def normalize(name):
-    """A distribution name compared as pip compares it (lower case, C(_) and C(.) read as C(-))."""
-    return name.lower().replace("_", "-").replace(".", "-")
+def canonical(name):
+    """A project name as PEP 503 normalises it (packaging.utils.canonicalize_name: each run of C(-), C(_) and C(.)
+    one C(-), lower case). The collection's one normaliser: modules run on the container's Python, where the
+    C(packaging) package is not installed (a minbase Debian has none), so the rule is written out here and a unit
+    test compares it with packaging's over a table of names."""
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def installed_versions(site_dirs, names):
-    """{name: version} for each of `names` (normalized) installed in one of `site_dirs`; a later dir wins."""
-    wanted = {normalize(name) for name in names}
+    """{name: version} for each of `names` (canonical) installed in one of `site_dirs`; a later dir wins."""
+    wanted = {canonical(name) for name in names}
     found = {}
     for site in site_dirs:
         for dist in importlib.metadata.distributions(path=[site]):
-            name = normalize(dist.metadata["Name"] or "")
+            name = canonical(dist.metadata["Name"] or "")
             if name in wanted:
                 found[name] = dist.version
     return found
@@ -64,7 +70,7 @@ def damaged_files(site_dirs, unchecked=(), limit=5):
 
 
 def _record_name(record):
-    """The normalized project name of a C(RECORD)'s distribution, from its METADATA (the directory name's
+    """The canonical project name of a C(RECORD)'s distribution, from its METADATA (the directory name's
     spelling may differ)."""
     dist = importlib.metadata.PathDistribution(pathlib.Path(os.path.dirname(record)))
-    return normalize(dist.metadata["Name"] or os.path.basename(os.path.dirname(record)).split("-", 1)[0])
+    return canonical(dist.metadata["Name"] or os.path.basename(os.path.dirname(record)).split("-", 1)[0])

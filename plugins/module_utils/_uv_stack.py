@@ -8,14 +8,11 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical
+
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)")
 _CHECK_REQUIREMENT = re.compile(r"requires `([^`]+)`")
-
-
-def canonical(name):
-    """PEP 503 normalised project name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def requirement_name(requirement):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import traceback
 
-from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import canonical
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical
 
 # pip's own tag logic (PyPA's packaging): the standalone package, else the copy pip vendors - the module needs pip
 # in its Python anyway (pip download), so one of them is there wherever the module can work

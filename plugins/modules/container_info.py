@@ -16,13 +16,9 @@ description:
   - With O(uv), that uv's version; with O(debian_packages), each package's state in dpkg's status database.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Reads only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing to show.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   python:
     description: The Python the virtual environment is made from; empty to read no Python.

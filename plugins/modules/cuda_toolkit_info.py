@@ -20,13 +20,9 @@ description:
     (C(ldd)) and whether C(libnvrtc.so.13) loads - both in the environment of O(env_file).
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Reads the same in check mode; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   venv:
     description: The virtual environment holding the CUDA wheels.

@@ -21,14 +21,16 @@ description:
     O(files[].content).
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reports what it would change and changes nothing.
     support: full
+    details: Reports what it would change and changes nothing.
   diff_mode:
-    description: One diff per changed path - a file's old and new text (V(hidden) with O(files[].secret)), a
-      directory's or link's state.
     support: full
+    details: One diff per changed path - a file's old and new text (V(hidden) with O(files[].secret)), a
+      directory's or link's state.
 options:
   directories:
     description: Directories to make or correct.
@@ -133,9 +135,9 @@ import grp
 import os
 import pwd
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import NoTemporaryFile, write_atomic
 
 OWNED = {"owner": {"type": "str"}, "group": {"type": "str"}}
 
@@ -182,10 +184,12 @@ def directory(module, entry):
     if not module.check_mode:
         try:
             os.makedirs(entry["path"], mode=mode, exist_ok=True)
-            os.chown(entry["path"], uid, gid)
-            os.chmod(entry["path"], mode)
         except OSError as error:
             module.fail_json(msg=f"{entry['path']}: cannot make the directory: {error}")
+        target = os.path.realpath(entry["path"])  # AnsibleModule's setters act on a link itself, not what it reaches
+        module.set_owner_if_different(target, uid, False, expand=False)
+        module.set_group_if_different(target, gid, False, expand=False)
+        module.set_mode_if_different(target, mode, False, expand=False)
     return {"before_header": entry["path"], "after_header": entry["path"], "before": before, "after": wanted}
 
 
@@ -206,18 +210,10 @@ def regular_file(module, entry):
         return None
     if not module.check_mode:
         try:
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".file_set.")
-        except OSError as error:
+            write_atomic(module, path, content, mode=mode, owner=uid, group=gid)
+        except NoTemporaryFile as error:
             module.fail_json(msg=f"{path}: cannot write it ({error}): make its directory first (directories)")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content)
-                os.fchown(handle.fileno(), uid, gid)
-                os.fchmod(handle.fileno(), mode)
-            os.replace(tmp, path)
-        except OSError as error:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        except Exception as error:  # atomic_move raises Exception when the rename fails
             module.fail_json(msg=f"{path}: cannot write it: {error}")
     wanted = f"file {uid}:{gid} {mode:04o}\n"
     if entry["secret"]:
@@ -234,7 +230,7 @@ def link(module, entry):
         module.fail_json(msg=f"{path}: is a directory; a link to {src} cannot replace it (move it away first)")
     if info is not None and stat.S_ISLNK(info.st_mode) and os.readlink(path) == src:
         return None
-    if not module.check_mode:
+    if not module.check_mode:  # atomic_move follows a link (its chown, copystat, chmod): a link is renamed into place
         tmp = os.path.join(os.path.dirname(path), f".file_set.{os.getpid()}.{os.path.basename(path)}")
         try:
             if os.path.lexists(tmp):

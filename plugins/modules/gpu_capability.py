@@ -21,13 +21,9 @@ description:
     attention backend for an SM is the stack profile's choice, C(profiles/<release>.yml)).
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Read-only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is nothing to show.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   source:
     description:

@@ -24,13 +24,15 @@ description:
   - Reports whether the cache is warm (at least one finished build).
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reports the directories it would remove and removes nothing.
     support: full
+    details: Reports the directories it would remove and removes nothing.
   diff_mode:
-    description: The unfinished build directories, before (present) and after (absent).
     support: full
+    details: The unfinished build directories, before (present) and after (absent).
 options:
   path:
     description: The root of the JIT cache. A missing root is an empty (cold) cache.

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: job_progress
 short_description: Wait a slice of time for an async job and say how far it got
-version_added: 0.2.0
+version_added: 0.3.0
 description:
   - Waits up to O(slice) seconds for a job started with C(async) and C(poll=0) to finish, then returns one
     RV(progress) line - what the job does, the size of each watched path (of a total, where given) and how long
@@ -17,13 +17,9 @@ description:
     M(ansible.builtin.async_status) afterwards; this module reads the file and changes nothing.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Reads only; the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   results_file:
     description: The C(results_file) of the async task's registered result.

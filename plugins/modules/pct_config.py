@@ -36,13 +36,14 @@ notes:
   - Changing the root filesystem of an existing container (resize, move) is not done here.
 attributes:
   check_mode:
-    description: Reports what would be created, set, deleted and written, and changes nothing.
     support: full
+    details: Reports what would be created, set, deleted and written, and changes nothing.
   diff_mode:
-    description: Shows the container's config (keys and raw lines) before and after.
     support: full
+    details: Shows the container's config (keys and raw lines) before and after.
 extends_documentation_fragment:
   - gpulxc.sglang.pct
+  - gpulxc.sglang.attributes
 options:
   ostemplate:
     description:
@@ -69,12 +70,14 @@ options:
       - Without it, C(devN) keys are only those in O(config).
     type: list
     elements: str
+    version_added: 0.2.0
   mounts:
     description:
       - C(mpN) values the container must have (C(/srv/models,mp=/models,ro=1)), known by their mount point
         in the container (C(mp=)), placed as O(devices) are.
     type: list
     elements: str
+    version_added: 0.2.0
   owned_devices:
     description:
       - Regular expressions on a C(devN) path; a C(devN) whose path matches one and that O(devices) does not
@@ -83,6 +86,7 @@ options:
     type: list
     elements: str
     default: []
+    version_added: 0.2.0
   exclusive:
     description:
       - Key families this module owns completely, for example V(dev) or V(mp). A key of such a family
@@ -118,6 +122,7 @@ options:
         pve-container 6.0.4 (Proxmox VE 9), a new C(mpN) on 8 and 9; empty means the newest rules.
     type: str
     default: ""
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""

@@ -39,13 +39,8 @@ notes:
   - Formerly C(gpulxc.sglang.pct_probe); that name redirects here.
 extends_documentation_fragment:
   - gpulxc.sglang.pct
-attributes:
-  check_mode:
-    description: Reads the same in check mode; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   ostemplate:
     description:

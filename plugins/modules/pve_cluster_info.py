@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: pve_cluster_info
 short_description: Read a Proxmox VE cluster's members and where a guest id lives, through the API
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads, with an API token, two paths of the Proxmox VE API through proxmoxer's C(https) backend and
     changes nothing; run it on the controller (delegated to C(localhost)), where proxmoxer is installed
@@ -23,13 +23,9 @@ author:
   - gpulxc.sglang developers (@gpulxc)
 requirements:
   - proxmoxer and requests (its https backend's), on the host the module runs on (the controller).
-attributes:
-  check_mode:
-    description: Reads the same in check mode; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   api_host:
     description: Address of a cluster member's API (C(host) or C(host:port)).

@@ -31,13 +31,9 @@ description:
     once a sampled chat answers within O(chat_fast) seconds; a slower one is sent again, until the deadline.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   instances:
     description:
@@ -63,12 +59,15 @@ options:
       index:
         description: Its instance number; not read (the instances sglang_services publishes carry it).
         type: int
+        version_added: 0.2.0
       gpu:
         description: Its GPU index; not read (the instances sglang_services publishes carry it).
         type: int
+        version_added: 0.2.0
       port:
         description: Its port; not read (the URL holds it).
         type: int
+        version_added: 0.2.0
   deadline:
     description: Seconds to wait for all servers (cold starts with JIT builds take many minutes).
     type: int
@@ -88,6 +87,7 @@ options:
     description: Seconds within which a sampled chat completion must answer for the server to count as ready.
     type: float
     default: 5.0
+    version_added: 0.2.0
   api_key:
     description: The servers' API key (C(/health) needs none, the chat completion does).
     type: str
@@ -104,6 +104,7 @@ options:
         may never be reached before the deadline.
     type: int
     default: 2
+    version_added: 0.2.0
   slice:
     description:
       - Return after at most this many seconds (and any chat completion in flight) with RV(done=false) and a
@@ -111,11 +112,13 @@ options:
         loop passes RV(resume) on to the next call (see EXAMPLES). V(0) waits until the deadline in one call.
     type: float
     default: 0
+    version_added: 0.2.0
   resume:
     description:
       - The previous slice's RV(resume) - when the wait began (the deadline counts from it), each unit's
         C(NRestarts) then (for O(crash_restarts)), and the servers already ready (not polled or chatted again).
     type: dict
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""

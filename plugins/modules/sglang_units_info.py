@@ -27,13 +27,9 @@ description:
   - Changes nothing.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   instances:
     description: The GPU indexes of the instances wanted (C(sglang@<index>.service)).
@@ -49,6 +45,7 @@ options:
         standing for the instance's number. Its lines are compared too, and a variable it sets replaces the one
         O(env_file) sets (as systemd reads them).
     type: str
+    version_added: 0.3.0
   kept_drop_ins:
     description: Drop-ins the caller writes itself, left out of RV(drop_ins) and RV(drop_in_instances).
     type: list

@@ -25,13 +25,15 @@ description:
     its arguments when it starts.
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reads the router's worker list and reports what it would drain or admit.
     support: full
+    details: Reads the router's worker list and reports what it would drain or admit.
   diff_mode:
-    description: The router's workers and their states, before and after.
     support: full
+    details: The router's workers and their states, before and after.
 options:
   urls:
     description: The workers, as the router knows them (for example C(http://127.0.0.1:30003)).
@@ -56,6 +58,7 @@ options:
         the servers' role passes its key, which may be newer than the router's.
     type: str
     default: ""
+    version_added: 0.2.0
   timeout:
     description:
       - V(drained) - seconds to wait for the requests in flight; past it the module warns and returns, and the

@@ -26,13 +26,9 @@ notes:
     comments skipped - and, as C(yaml.safe_load) in SGLang's own parser does, the B(last) occurrence of a key wins.
 author:
   - gpulxc.sglang developers (@gpulxc)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing.
-    support: none
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 options:
   venv:
     description: The SGLang virtual environment (gpulxc.sglang.gpulxc's C(gpulxc_venv)).
@@ -124,7 +120,7 @@ import re
 import ssl
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import installed_versions, normalize
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical, installed_versions
 
 INSTANCE = re.compile(r"^instance-([0-9]+)\.yaml$")
 EVERY_ADDRESS = ("0.0.0.0", "::", "")
@@ -264,7 +260,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    wanted = [normalize(name) for name in params["packages"]]
+    wanted = [canonical(name) for name in params["packages"]]
     found = versions([params["venv"], params["router_venv"]], wanted)
     config = first_config(params["config_dir"])
     module.exit_json(

@@ -29,13 +29,15 @@ description:
     override.
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Reports whether it would resolve and what it would install, and changes nothing.
     support: full
+    details: Reports whether it would resolve and what it would install, and changes nothing.
   diff_mode:
-    description: Shows the packages that would change (installed versus locked) and changed inputs.
     support: full
+    details: Shows the packages that would change (installed versus locked) and changed inputs.
 options:
   venv:
     description: The virtual environment (its C(bin/python) is the interpreter resolved for).
@@ -71,6 +73,7 @@ options:
     type: list
     elements: str
     default: []
+    version_added: 0.2.0
   stacks_dir:
     description:
       - Where each lock gets a virtual environment of its own, named by the lock's sha256 (C(<stacks_dir>/<16 hex>)),
@@ -83,6 +86,7 @@ options:
         repaired in place. O(venv) as a plain directory at the lock (before this option) is moved there as it is.
       - Unset, O(venv) is installed in place.
     type: path
+    version_added: 0.2.0
   keep_stacks:
     description:
       - With O(stacks_dir), how many stacks stay on disk, the current one included - the current, the one it
@@ -91,10 +95,12 @@ options:
       - V(1) keeps only the current one (a rollback then installs the old lock again).
     type: int
     default: 2
+    version_added: 0.3.0
   python:
     description: The interpreter a new stack's virtual environment is made from (C(uv venv --python)).
     type: path
     default: /usr/bin/python3
+    version_added: 0.2.0
   cache_lock:
     description:
       - A file whose exclusive lock (C(flock)) every resolve and install holds while it runs. Containers that share
@@ -102,6 +108,7 @@ options:
         download each file once, one after another - the first fills the cache, the others read it.
       - Unset, nothing is locked (a cache of the container's own).
     type: path
+    version_added: 0.3.0
   failure_hint:
     description: A sentence added to a failed resolve's message, naming the variables that feed it.
     type: str
@@ -194,10 +201,9 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import damaged_files, site_dirs
+from ansible_collections.gpulxc.sglang.plugins.module_utils._dists import canonical, damaged_files, site_dirs
 from ansible_collections.gpulxc.sglang.plugins.module_utils._text_files import read_text, write_atomic
 from ansible_collections.gpulxc.sglang.plugins.module_utils._uv_stack import (
-    canonical,
     check_complaints,
     drift,
     fragment_text,
@@ -333,10 +339,10 @@ class Stack:
             lock_text = self.resolve() if not check or os.path.exists(self.uv) else None
         if lock_text is not None and not check:
             os.makedirs(self.dir, exist_ok=True)
-            write_atomic(self.requirements_path, self.want_requirements)
-            write_atomic(self.overrides_path, self.want_overrides)
+            write_atomic(self.module, self.requirements_path, self.want_requirements)
+            write_atomic(self.module, self.overrides_path, self.want_overrides)
             if resolve:
-                write_atomic(self.lock_path, lock_text)
+                write_atomic(self.module, self.lock_path, lock_text)
         return lock_text, resolve, not resolve
 
     def sync(self, venv, locked, damaged):

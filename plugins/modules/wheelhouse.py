@@ -31,14 +31,16 @@ author:
 requirements:
   - pip in the Python that runs the module (for C(pip download)); its wheel tags come from C(packaging), the
     standalone package or the copy pip vendors.
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
 attributes:
   check_mode:
-    description: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
+    support: full
+    details: Resolves in a temporary directory (downloading the uv wheel there if needed) and reports what
       would be downloaded and removed; changes nothing.
-    support: full
   diff_mode:
-    description: The wheel files before and after.
     support: full
+    details: The wheel files before and after.
 options:
   dest:
     description: The wheelhouse directory (created when missing).
@@ -401,7 +403,7 @@ class Wheelhouse:
                 os.unlink(os.path.join(self.dest, filename))
         self.result["removed"] = [f for f in remove if f not in downloaded]
         for path, content in self.pending.items():
-            write_atomic(path, content)
+            write_atomic(self.module, path, content)
 
     def sums(self):
         wheels = sorted(f for f in os.listdir(self.dest) if f.endswith(".whl")) if os.path.isdir(self.dest) else []
@@ -421,7 +423,7 @@ class Wheelhouse:
                 self.apply(missing, remove)
                 after, sums_after = self.sums()
                 if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums_after:
-                    write_atomic(os.path.join(self.dest, "SHA256SUMS"), sums_after)
+                    write_atomic(self.module, os.path.join(self.dest, "SHA256SUMS"), sums_after)
         self.result["changed"] = bool(self.result["downloaded"] or remove or self.pending or stale_sums
                                       or (self.result["resolved"] and self.check))  # fmt: skip
         self.result["wheels"] = len(after)

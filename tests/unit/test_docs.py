@@ -25,7 +25,7 @@ LEFT_OUT = [*ALWAYS_LEFT_OUT, *GALAXY.get("build_ignore", [])]
 README_LIMIT = 10 * 1024
 
 DOCS = sorted(
-    {"README.md", "plugins/README.md", "lab/README.md", "tests/README.md"}
+    {"README.md", "CONTRIBUTING.md", "plugins/README.md", "lab/README.md", "tests/README.md"}
     | {path.relative_to(REPO).as_posix() for path in (REPO / "docs").glob("*.md")}
     | {path.relative_to(REPO).as_posix() for path in (REPO / "roles").glob("*/README.md")}
 )
@@ -150,10 +150,18 @@ def test_the_plugins_readme_names_every_plugin():
 
 
 def test_the_version_the_released_changelog_and_the_readme_agree():
+    """galaxy.yml names the release being made: the newest released one while no change waits in a fragment, a
+    newer one once one does (antsibull-changelog release reads it there; a build from main must not install as the
+    release it follows, which ansible-galaxy skips as "Nothing to do"). The README installs that tarball."""
     version = GALAXY["version"]
     releases = yaml.safe_load((REPO / "changelogs/changelog.yaml").read_text())["releases"]
     newest = max(releases, key=lambda v: tuple(int(part) for part in v.split(".")))
-    assert newest == version, "galaxy.yml says %s, the changelog's newest release is %s" % (version, newest)
-    assert "\nv%s\n" % version in (REPO / "CHANGELOG.rst").read_text()
+    pending = sorted(p.name for p in (REPO / "changelogs/fragments").glob("*.y*ml"))
+    numbers = (tuple(int(part) for part in version.split(".")), tuple(int(part) for part in newest.split(".")))
+    if pending:
+        assert numbers[0] > numbers[1], "galaxy.yml says %s, released already; fragments wait: %s" % (version, pending)
+    else:
+        assert newest == version, "galaxy.yml says %s, the changelog's newest release is %s" % (version, newest)
+    assert "\nv%s\n" % newest in (REPO / "CHANGELOG.rst").read_text()
     tarballs = set(re.findall(r"gpulxc-sglang-([0-9][^ )`]*?)\.tar\.gz", (REPO / "README.md").read_text()))
     assert tarballs == {version}, "README.md installs %s, galaxy.yml's version is %s" % (sorted(tarballs), version)

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
-from ansible.executor.process.worker import WorkerProcess
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection import ssh as ssh_plugin
 from ansible.plugins.loader import connection_loader
@@ -288,7 +287,7 @@ def test_the_garbage_collector_skips_inherited_objects_in_a_task_worker_only(mon
     monkeypatch.setattr(module.gc, "freeze", lambda: frozen.append(True))
     module._freeze_inherited_objects()
     assert frozen == []
-    monkeypatch.setattr(multiprocessing, "current_process", lambda: WorkerProcess.__new__(WorkerProcess))
+    monkeypatch.setattr(multiprocessing, "parent_process", multiprocessing.current_process)
     module._freeze_inherited_objects()
     assert frozen == [True]
 

@@ -38,7 +38,7 @@ def test_creates_everything_then_changes_nothing(module_exits, tmp_path):
     assert stat.S_IMODE((tmp_path / "etc/sglang").stat().st_mode) == 0o750
     assert stat.S_IMODE((tmp_path / "etc/sglang/key").stat().st_mode) == 0o600
     assert os.readlink(tmp_path / "lib64") == "lib"
-    assert not [p for p in (tmp_path / "etc/sglang").iterdir() if p.name.startswith(".file_set")]
+    assert not [p for p in (tmp_path / "etc/sglang").iterdir() if p.name.startswith(".")]
     ok, result = run(module_exits, **tree(tmp_path))
     assert ok and result["changed"] is False and result["changed_paths"] == []
 
@@ -129,3 +129,11 @@ def test_check_mode_with_a_user_not_made_yet_reports_a_change(module_exits, tmp_
     entry = {"path": str(tmp_path / "f"), "content": "x", "owner": "no-such-user-gpulxc"}
     ok, result = run(module_exits, check_mode=True, files=[entry])
     assert ok and result["changed_paths"] == [entry["path"]] and not (tmp_path / "f").exists()
+
+
+def test_a_file_replacing_a_dangling_link_gets_its_mode(module_exits, tmp_path):
+    """atomic_move gives a path it finds missing the umask's mode: the declared one is set after it."""
+    (tmp_path / "f").symlink_to("nowhere")
+    ok, result = run(module_exits, files=[{"path": str(tmp_path / "f"), "content": "x", "mode": "0640"}])
+    assert ok and result["changed"] is True and not (tmp_path / "f").is_symlink()
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o640 and (tmp_path / "f").read_text() == "x"

@@ -15,16 +15,14 @@ description:
   - Runs on the controller; reads variables only.
 author:
   - gpulxc.sglang developers (@gpulxc)
+extends_documentation_fragment:
+  - gpulxc.sglang.attributes
+  - gpulxc.sglang.attributes.info_module
 attributes:
   action:
-    description: An action plugin; nothing runs on the target.
+    description: Runs on the controller.
     support: full
-  check_mode:
-    description: Reads only; the same in check mode.
-    support: full
-  diff_mode:
-    description: Changes nothing, so there is no diff.
-    support: none
+    details: An action plugin; nothing runs on the target.
 options:
   renamed:
     description: Old variable names to their new names.

@@ -7,6 +7,7 @@ restart and which goes first as the canary. The role's tasks only apply them."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 
@@ -519,6 +520,36 @@ def restart_plan(
     }
 
 
+def services_stack(stack, venv, cache_dir):
+    """Where the servers start from, from sglang_stack's stack object (gpulxc_stack): its own directory when the object
+    is of this venv, else the venv installed in place; its python (not the venv's link, so that a server keeps the
+    stack it started with when the link is switched; it moves at its next start); and its JIT caches, in a directory
+    of their own named as the stack (a new stack starts on a cold cache while the instances still on the old one keep
+    theirs; a rollback finds the old one's warm). A venv installed in place has one, cleared when its lock changes."""
+    stack = stack or {}
+    own = stack.get("stack") if stack.get("venv", "") == venv and stack.get("stack") else venv
+    root = f"{cache_dir}/stacks"
+    return {
+        "stack": own,
+        "in_place": own == venv,
+        "python": f"{own}/bin/python",
+        "jit_root": root,
+        "jit_dir": f"{root}/{os.path.basename(own.rstrip('/'))}",
+    }
+
+
+def failure_reason(result, task_name):
+    """A failed task's name and message, the last failed item's for a loop (why a canary failed)."""
+    items = [item for item in result.get("results", [result]) if item.get("failed")]
+    return f"{task_name}: {(items[-1] if items else result).get('msg', 'failed')}"
+
+
 class FilterModule:
     def filters(self):
-        return {"services_plan": services_plan, "services_moving": services_moving, "restart_plan": restart_plan}
+        return {
+            "services_plan": services_plan,
+            "services_moving": services_moving,
+            "restart_plan": restart_plan,
+            "services_stack": services_stack,
+            "failure_reason": failure_reason,
+        }

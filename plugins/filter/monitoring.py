@@ -47,33 +47,30 @@ def _errors(s, front, host):
     services = _mapping(s["sglang_monitoring_services"])
     instances = services.get("instances") or []
     bad = [name for name in DURATIONS if not DURATION.match(_text(s[name]))]
-    return [
-        message
-        for message in [
-            "sglang_monitoring_dir %s is not an absolute path: set the directory of the Prometheus configuration on"
-            " %s (for example /etc/prometheus/gpulxc)." % (_text(directory), _text(s["sglang_monitoring_host"]))
-            if not _text(directory).startswith("/") or "/../" in _text(directory) + "/" else "",
-            "%s: a Prometheus duration, such as 30s, 1m or 2h." % ", ".join(bad) if bad else "",
-            "sglang_monitoring_queue_threshold is %s; it must be 0 or more (requests waiting on one server)."
-            % _text(queue) if not isinstance(queue, Number) or queue < 0 else "",
-            "sglang_monitoring_kv_cache_threshold is %s; it must be a fraction between 0 and 1." % _text(kv_cache)
-            if not isinstance(kv_cache, Number) or not 0 < float(kv_cache) <= 1 else "",
-            "sglang_monitoring_address is empty: set where Prometheus reaches the container (a name or address)."
-            if not _text(s["sglang_monitoring_address"] or "") else "",
-            "sglang_monitoring_credentials_file %s is not an absolute path." % _text(credentials)
-            if credentials and not _text(credentials).startswith("/") else "",
-            "the front of %s requires a client key (sglang_router_api_keys): set sglang_monitoring_credentials_file"
-            " to a file on %s that holds one." % (host, _text(s["sglang_monitoring_host"]))
-            if to_bool(front.get("keyed", False)) and not credentials else "",
-            "no servers on %s (ansible_local.gpulxc_services): run sglang_services first (site.yml does)." % host
-            if not instances else "",
-            "no router front on %s publishes its metrics (ansible_local.gpulxc_router.front): run sglang_router"
-            " first (site.yml does)." % host if "metrics" not in front else "",
-            "the servers of %s run with sglang_services_enable_metrics false: nothing to scrape." % host
-            if instances and services.get("metric_labels") is None else "",
-        ]  # fmt: skip
-        if message
-    ]
+    messages = [
+        "sglang_monitoring_dir %s is not an absolute path: set the directory of the Prometheus configuration on"
+        " %s (for example /etc/prometheus/gpulxc)." % (_text(directory), _text(s["sglang_monitoring_host"]))
+        if not _text(directory).startswith("/") or "/../" in _text(directory) + "/" else "",
+        "%s: a Prometheus duration, such as 30s, 1m or 2h." % ", ".join(bad) if bad else "",
+        "sglang_monitoring_queue_threshold is %s; it must be 0 or more (requests waiting on one server)."
+        % _text(queue) if not isinstance(queue, Number) or queue < 0 else "",
+        "sglang_monitoring_kv_cache_threshold is %s; it must be a fraction between 0 and 1." % _text(kv_cache)
+        if not isinstance(kv_cache, Number) or not 0 < float(kv_cache) <= 1 else "",
+        "sglang_monitoring_address is empty: set where Prometheus reaches the container (a name or address)."
+        if not _text(s["sglang_monitoring_address"] or "") else "",
+        "sglang_monitoring_credentials_file %s is not an absolute path." % _text(credentials)
+        if credentials and not _text(credentials).startswith("/") else "",
+        "the front of %s requires a client key (sglang_router_api_keys): set sglang_monitoring_credentials_file"
+        " to a file on %s that holds one." % (host, _text(s["sglang_monitoring_host"]))
+        if to_bool(front.get("keyed", False)) and not credentials else "",
+        "no servers on %s (ansible_local.gpulxc_services): run sglang_services first (site.yml does)." % host
+        if not instances else "",
+        "no router front on %s publishes its metrics (ansible_local.gpulxc_router.front): run sglang_router"
+        " first (site.yml does)." % host if "metrics" not in front else "",
+        "the servers of %s run with sglang_services_enable_metrics false: nothing to scrape." % host
+        if instances and services.get("metric_labels") is None else "",
+    ]  # fmt: skip
+    return [message for message in messages if message]
 
 
 def monitoring_plan(settings, inventory_hostname):

@@ -21,7 +21,7 @@ def test_case(case):
 
 
 def test_anything_but_what_stack_info_returned_is_an_error():
-    with pytest.raises(AnsibleFilterError, match="expects what gpulxc.sglang.stack_info returned, got list"):
+    with pytest.raises(AnsibleFilterError, match=r"expects what gpulxc\.sglang\.stack_info returned, got list"):
         summary_lines([])
 
 

@@ -1,7 +1,9 @@
 """sglang_monitoring: the file_sd targets come from what sglang_services and sglang_router published (each server
 at its path on the front, with its GPU and the servers' metric labels), the scrape job follows the front (TLS, a
 client key), bad input is refused naming its variable, and every metric the alert rules and the Grafana dashboard
-name is one the real servers and smg export (their /metrics recorded on the H200, tests/unit/fixtures)."""
+name is one the real servers and smg export (their /metrics recorded on the H200, tests/unit/fixtures). The plan is
+gpulxc.sglang.monitoring_plan, called with the settings tasks/preflight.yml passes it (the role's defaults
+templated over each case's variables)."""
 
 import json
 import re
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.template import Templar, trust_as_template
+from ansible_collections.gpulxc.sglang.plugins.filter.monitoring import monitoring_plan
 from conftest import trusted
 
 REPO = Path(__file__).resolve().parents[3]
@@ -27,32 +30,31 @@ FRONT = {"host": "0.0.0.0", "port": 8000, "tls": True, "keyed": True,
 
 def variables(**extra):
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    return {**trusted(defaults), **trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())),
-            "inventory_hostname": "ct200", "ansible_managed": "managed",
+    return {**trusted(defaults), "inventory_hostname": "ct200", "ansible_managed": "managed",
             "sglang_monitoring_dir": "/etc/prometheus/gpulxc", "sglang_monitoring_address": "ct200.example",
             "sglang_monitoring_credentials_file": "/etc/prometheus/gpulxc-key",
             "ansible_local": {"gpulxc_services": SERVICES, "gpulxc_router": {"dir": "/etc/smg", "front": FRONT}},
             **extra}  # fmt: skip
 
 
-def template(expression, **extra):
-    return Templar(variables=variables(**extra)).template(trust_as_template(expression))
+def plan(**extra):
+    """The role's plan: the settings preflight.yml passes, templated with the case's variables, through the filter."""
+    preflight = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
+    settings = Templar(variables=variables(**extra)).template(trusted(preflight[0]["vars"]["_settings"]))
+    return monitoring_plan(settings, "ct200")
 
 
 def render(name, **extra):
-    return template((ROLE / "templates" / name).read_text(), **extra)
+    template = trust_as_template((ROLE / "templates" / name).read_text())
+    return Templar(variables={**variables(**extra), "_sglang_monitoring_plan": plan(**extra)}).template(template)
 
 
 def errors(**extra):
-    tasks = yaml.safe_load((ROLE / "tasks/main.yml").read_text())
-    check = tasks[0]
-    return Templar(variables={**variables(**extra), **trusted(check["vars"])}).template(
-        trust_as_template("{{ _errors }}")
-    )
+    return plan(**extra)["errors"]
 
 
 def test_the_targets_are_the_router_and_each_server_through_the_front_with_their_labels():
-    targets = template("{{ _sglang_monitoring_targets }}")
+    targets = plan()["targets"]
     assert [t["targets"] for t in targets] == [["ct200.example:8000"]] * 3
     common = {"__scheme__": "https", "container": "ct200", "node": "pve1"}
     assert [t["labels"] for t in targets] == [
@@ -77,12 +79,12 @@ def test_the_scrape_job_follows_the_front():
     local = {"gpulxc_services": SERVICES, "gpulxc_router": {"dir": "/etc/smg", "front": plain}}
     job = yaml.safe_load(render("scrape.yml.j2", ansible_local=local, sglang_monitoring_credentials_file=""))
     assert "tls_config" not in job["scrape_configs"][0] and "authorization" not in job["scrape_configs"][0]
-    targets = template("{{ _sglang_monitoring_targets }}", ansible_local=local)
+    targets = plan(ansible_local=local)["targets"]
     assert {t["labels"]["__scheme__"] for t in targets} == {"http"}
 
 
 def test_an_ipv6_address_is_bracketed():
-    assert template("{{ _sglang_monitoring_endpoint }}", sglang_monitoring_address="fd00::5") == "[fd00::5]:8000"
+    assert plan(sglang_monitoring_address="fd00::5")["endpoint"] == "[fd00::5]:8000"
 
 
 BAD = [

@@ -20,40 +20,38 @@ def _match(pattern, value):
 
 
 def wheelhouse_errors(settings):
-    """The wheelhouse's settings that cannot work, each message naming the variable and the fix (empty: none)."""
+    """The wheelhouse's settings that cannot work, each message naming the variable and the fix (empty: none).
+    `settings`: dest, python_version, platform, router, timeout, progress_interval (wheelhouse_*), uv_wheel_sha256
+    (uv_venv_uv_wheel_sha256) and router_version (sglang_router_version)."""
     s, found = settings, []
-    if not _match("^/", s["wheelhouse_dest"]):
+    if not _match("^/", s["dest"]):
         found.append(
             "wheelhouse_dest must be the absolute path of the directory to build the wheelhouse in (-e"
             " wheelhouse_dest=/srv/wheelhouse)."
         )
-    if not _match(r"^3\.[0-9]+$", s["wheelhouse_python_version"]):
+    if not _match(r"^3\.[0-9]+$", s["python_version"]):
         found.append(
             "wheelhouse_python_version %s must be the major.minor of the container Python, such as 3.11."
-            % s["wheelhouse_python_version"]
+            % s["python_version"]
         )
-    if not _match(r"^(x86_64|aarch64)-manylinux(_2_[0-9]+|2014)$", s["wheelhouse_platform"]):
+    if not _match(r"^(x86_64|aarch64)-manylinux(_2_[0-9]+|2014)$", s["platform"]):
         found.append(
             "wheelhouse_platform %s must be <arch>-manylinux_2_<glibc minor> (x86_64 or aarch64), for example"
-            " x86_64-manylinux_2_36 for Debian 12." % s["wheelhouse_platform"]
+            " x86_64-manylinux_2_36 for Debian 12." % s["platform"]
         )
-    if not _match("^[0-9a-f]{64}$", s["uv_venv_uv_wheel_sha256"]):
+    if not _match("^[0-9a-f]{64}$", s["uv_wheel_sha256"]):
         found.append("uv_venv_uv_wheel_sha256 must be a sha256 (64 hex digits).")
-    if boolean(s["wheelhouse_router"], strict=False) and not _match(
-        "^[0-9][0-9A-Za-z.+-]*$", s["sglang_router_version"]
-    ):
-        found.append(
-            "sglang_router_version %s must be an exact smg version such as 1.13.0." % s["sglang_router_version"]
-        )
-    if not _match(WHOLE, s["wheelhouse_timeout"]):
+    if boolean(s["router"], strict=False) and not _match("^[0-9][0-9A-Za-z.+-]*$", s["router_version"]):
+        found.append("sglang_router_version %s must be an exact smg version such as 1.13.0." % s["router_version"])
+    if not _match(WHOLE, s["timeout"]):
         found.append(
             "wheelhouse_timeout is %s: give the seconds the build may take (a whole number above 0, such as 7200)."
-            % s["wheelhouse_timeout"]
+            % s["timeout"]
         )
-    if not _match(WHOLE, s["wheelhouse_progress_interval"]):
+    if not _match(WHOLE, s["progress_interval"]):
         found.append(
             "wheelhouse_progress_interval is %s: give the seconds between two lines of progress (a whole number"
-            " above 0, such as 20)." % s["wheelhouse_progress_interval"]
+            " above 0, such as 20)." % s["progress_interval"]
         )
     return found
 

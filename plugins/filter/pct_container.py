@@ -12,6 +12,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.compat.version import LooseVersion
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpulxc.sglang.plugins.filter.pct import pct_devices, pct_lxc_devices, pct_mounts, pct_settings
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils.pve_rules import RULES, pve_errors
 
 PREFIX = "pct_container: "
@@ -23,6 +24,8 @@ CPULIMIT = r"^[0-9]+([.][0-9]+)?$"
 PROTECTION = ("true", "false", "yes", "no", "1", "0", "on", "off")
 NAMESERVER = r"^([0-9]{1,3}[.]){3}[0-9]{1,3}$|^[0-9a-fA-F:.]*:[0-9a-fA-F:.]*(%[a-zA-Z0-9._-]+)?$"
 SEARCHDOMAIN = r"^([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?[.])*[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$"
+# the Proxmox settings an operator sets (pct_container_<name>), sent only when not empty (pct_settings)
+SETTINGS = ("tags", "description", "startup", "protection", "nameserver", "searchdomain", "cpulimit")
 DESCRIPTION_MAX = 8192  # Proxmox's description maxLength (8 KiB)
 # The role's variables the plan reads (roles/pct_container/meta/argument_specs.yml documents each).
 VARIABLES = (
@@ -62,9 +65,22 @@ VARIABLES = (
     "pct_container_driver_check",
     "pct_container_driver_install",
     "pct_container_driver_installer_dir",
+    "pct_container_exclusive_devices",
+    "pct_container_exclusive_mounts",
+    "pct_container_restart_allowed",
 )
 # The node unit's inputs (node_devices.yml): one a node, so every container of the run on the node sets them alike.
 NODE_UNIT = ("pct_container_boot_unit", "pct_container_nvidia_modprobe", "pct_container_nvidia_caps")
+# The NVIDIA nodes every GPU container needs besides its /dev/nvidiaN: the control node and unified memory; MIG's
+# capability nodes (pct_container_nvidia_caps), each with the nvidia-modprobe call that makes it.
+CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+CAPS = ("/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2")
+CAP_CALLS = (
+    ["-f", "/proc/driver/nvidia/capabilities/mig/config"],
+    ["-f", "/proc/driver/nvidia/capabilities/mig/monitor"],
+)
+# the nodes a GPU passed through is (a devN whose path is /dev/nvidiaN)
+GPU_DEVN = r"^(path=)?/dev/nvidia[0-9]+(,|$)"
 
 
 def _int(value):
@@ -136,6 +152,20 @@ class _Plan:
         self.host_gpu_indexes = facts.get("_pct_container_host_gpu_indexes") or []
         self.driver = (facts.get("_pct_container_host_driver") or "") if self.gpu_node_read else ""
         self.installer = facts.get("_pct_container_installer") or ""
+
+    def node_calls(self):
+        """The nvidia-modprobe calls that make the NVIDIA nodes the node lacks, as its boot unit does
+        (node_devices.yml): -c255 is /dev/nvidiactl, -c N only /dev/nvidiaN of a GPU the driver lists, -u -c0
+        nvidia-uvm and nvidia-uvm-tools, -f MIG's nodes."""
+        have = [node["path"] for node in self.probe.get("device_nodes") or []]
+        calls = [] if "/dev/nvidiactl" in have else [["-c255"]]
+        # Ansible's difference of two lists: their order, as the calls always came
+        calls += [["-c%s" % n] for n in self.host_gpu_indexes if "/dev/nvidia%s" % n not in have]
+        if any(node not in have for node in CONTROL_NODES[1:]):
+            calls.append(["-u", "-c0"])
+        if _bool(self.v["pct_container_nvidia_caps"]):
+            calls += [call for node, call in zip(CAPS, CAP_CALLS, strict=True) if node not in have]
+        return calls
 
     def peers(self):
         """The run's containers on this node that pass GPUs (this one too), in play order: they share its node
@@ -473,9 +503,25 @@ class _Plan:
         return found
 
 
+def _variables(role, who):
+    """The role's variables as a dict: given so, or as the values of VARIABLES in their order (what
+    query('ansible.builtin.vars', *_pct_container_plan_variables) returns)."""
+    if isinstance(role, (list, tuple)):
+        if len(role) != len(VARIABLES):
+            raise AnsibleFilterError(
+                "%s: expects the values of the role's %d variables (_pct_container_plan_variables), got %d"
+                % (who, len(VARIABLES), len(role))
+            )
+        return dict(zip(VARIABLES, role, strict=True))
+    if not isinstance(role, dict):
+        raise AnsibleFilterError("%s: expects the role's variables as a dict or a list of their values" % who)
+    return role
+
+
 def pct_container_plan(role, facts, hostvars, play_hosts, inventory_hosts):
     """The container's plan: what its checks found (cluster_errors, errors) and what its later phases need."""
-    if not isinstance(role, dict) or not isinstance(facts, dict):
+    role = _variables(role, "pct_container_plan")
+    if not isinstance(facts, dict):
         raise AnsibleFilterError("pct_container_plan: expects the role's variables and the facts as dicts")
     plan = _Plan(role, facts, hostvars, play_hosts, inventory_hosts)
     return {
@@ -483,9 +529,157 @@ def pct_container_plan(role, facts, hostvars, play_hosts, inventory_hosts):
         "errors": plan.errors(),
         "gpu_overlaps": plan.gpu_overlaps(),
         "node_peers": plan.peers(),
+        "node_calls": plan.node_calls() if plan.gpu_node_read else [],
     }
+
+
+def pct_container_node_steps(plan, play_hosts, me):
+    """Who does the node's own steps for the run's containers of the node (node_devices.yml): the first of the plan's
+    node_peers still in the run (one that failed before leads nothing), else the container itself; and the
+    nvidia-modprobe calls this container makes (the leader's, none for the others)."""
+    leader = next((host for host in plan["node_peers"] if host in play_hosts), me)
+    return {"leader": leader, "calls": plan["node_calls"] if leader == me else []}
+
+
+def _gpu_paths(v, gpu_indexes):
+    """The /dev paths passed through: the control and unified-memory nodes (and MIG's) at fixed indexes first, then
+    the GPUs asked for, so that a longer GPU list only adds devN keys (a changed devN waits for a restart)."""
+    if v["pct_container_gpu_passthrough"] == "none":
+        return []
+    caps = list(CAPS) if _bool(v["pct_container_nvidia_caps"]) else []
+    return list(CONTROL_NODES) + caps + ["/dev/nvidia%s" % n for n in gpu_indexes or []]
+
+
+def _unique(values):
+    return list(dict.fromkeys(values))
+
+
+def pct_container_config(role, facts):
+    """The arguments of config.yml's pct_config call: the config, the devN and mpN, what the role owns exclusively,
+    the raw lxc lines and the lxc lines it owns."""
+    v = _variables(role, "pct_container_config")
+    probe = facts.get("pct_container_probe_result") or {}
+    paths = _gpu_paths(v, facts.get("_pct_container_gpu_indexes"))
+    config = {
+        "hostname": v["pct_container_hostname"],
+        "cores": _int(v["pct_container_cores"]),
+        "memory": _int(v["pct_container_memory_mb"]),
+        "swap": _int(v["pct_container_swap_mb"]),
+        "onboot": _bool(v["pct_container_onboot"]),
+        "features": ",".join(v["pct_container_features"]),
+    }
+    if v["pct_container_net0"]:
+        config["net0"] = v["pct_container_net0"]
+    # the Proxmox settings operators set: an empty one is not managed (a value set by hand stays)
+    config.update(pct_settings({key: v["pct_container_" + key] for key in SETTINGS}))
+    devices = {}
+    if v["pct_container_gpu_passthrough"] == "devices":
+        devices = pct_devices(paths, mode=v["pct_container_device_mode"], gid=v["pct_container_device_gid"])
+    # majors of the passed-through nodes, read from the node by pct_info (nvidia-uvm's is dynamic)
+    nodes = facts.get("_pct_container_device_nodes") or []
+    majors = sorted(_unique(node["major"] for node in nodes if node["path"] in paths))
+    # the allow lines the role owns: those of an NVIDIA major, or of a major no driver holds now (nvidia-uvm's is
+    # dynamic: after a driver update or a changed module load order the line of its old major goes)
+    char_devices = probe.get("char_devices") or []
+    if char_devices:
+        others = _unique(str(dev["major"]) for dev in char_devices if not re.match("^nvidia", str(dev["name"])))
+        own_majors = "(?!(?:%s):)[0-9]+" % "|".join(others)
+    else:
+        own_majors = "(%s)" % ("|".join(map(str, majors)) or "195")
+    shm = "lxc.mount.entry: tmpfs dev/shm tmpfs size=%dG,nosuid,nodev,create=dir 0 0" % _int(
+        v["pct_container_shm_size_gb"]
+    )
+    raw = pct_lxc_devices(paths, majors) if v["pct_container_gpu_passthrough"] == "lxc" else []
+    exclusive = ["dev"] if _bool(v["pct_container_exclusive_devices"]) else []
+    exclusive += ["mp"] if _bool(v["pct_container_exclusive_mounts"]) else []
+    # no net0: no network interface at all (an air-gapped container), so no netN may stay
+    exclusive += [] if v["pct_container_net0"] else ["net"]
+    return {
+        "config": config,
+        "devices": list(devices.values()),
+        "mounts": list(pct_mounts(v["pct_container_mounts"]).values()),
+        "exclusive": exclusive,
+        "lxc": [shm, *raw],
+        "lxc_exclusive": [
+            r"^lxc\.mount\.entry: tmpfs dev/shm ",
+            r"^lxc\.mount\.entry: /dev/nvidia",
+            r"^lxc\.cgroup2\.devices\.allow: c %s:\* rwm$" % own_majors,
+        ],
+    }
+
+
+def pct_container_config_report(result, check_mode=False):
+    """What to say of pct_config's result: `unnamed`, what it did to the devN and mpN the inventory does not name ({}
+    when nothing; else the deleted, or in check mode the would be deleted, and the kept); `pending_gpus`, the
+    sentence start.yml adds when a devN waits for the container's restart (else empty)."""
+    deleted = [key for key in result.get("deleted") or [] if re.match(r"^(dev|mp)[0-9]+$", key)]
+    unnamed = {}
+    if deleted or result.get("kept"):
+        unnamed = {"would be deleted" if check_mode else "deleted": deleted, "kept": result.get("kept")}
+    pending = any(re.match(r"^dev[0-9]+$", key) for key in result.get("pending") or [])
+    note = "The GPU list (devN) is pending until restart: the container keeps its current GPUs until then. "
+    return {"unnamed": unnamed, "pending_gpus": note if pending else ""}
+
+
+def _current_gpus(config_result):
+    """The GPUs the container's current config passes through (its devN of a /dev/nvidiaN)."""
+    config = config_result.get("config") or {}
+    return len([1 for key, value in config.items() if re.match("^dev[0-9]+$", key) and re.match(GPU_DEVN, value)])
+
+
+def pct_container_verify_errors(ct, role, facts):
+    """What verify.yml refuses: a container NVIDIA userspace of another version than the node's driver, and an
+    nvidia-smi that fails or sees another number of GPUs than are passed through."""
+    v = _variables(role, "pct_container_verify_errors")
+    ct = ct or {}
+    vmid, driver = v["pct_container_vmid"], facts.get("_pct_container_host_driver")
+    gpu_indexes = facts.get("_pct_container_gpu_indexes") or []
+    config_result = facts.get("pct_container_config_result") or {}
+    ct_driver = ct.get("nvidia_userspace", "")
+    smi_rc, smi_gpus = ct.get("smi_rc"), ct.get("smi_gpus", 0)
+    passthrough = v["pct_container_gpu_passthrough"]
+    # While changes wait for a restart the play may not make, the running container has the GPUs of its current
+    # config (devN applied; a pending devN is not there yet), not the new list: that count is checked.
+    waiting = bool(config_result.get("restart_required", False)) and not _bool(v["pct_container_restart_allowed"])
+    expected = _current_gpus(config_result) if waiting and passthrough == "devices" else len(gpu_indexes)
+    found = []
+    if ct_driver != driver:
+        found.append(
+            "%sthe NVIDIA userspace in CT %s is '%s' but the kernel driver on %s is %s; they must be equal"
+            ' ("Driver/library version mismatch" otherwise). Set pct_container_driver_install to true, install %s in'
+            " the container yourself, or set pct_container_driver_check to false."
+            % (PREFIX, vmid, ct_driver or "not installed", v["pct_container_node"], driver, driver)
+        )
+    if str(smi_rc) != "0" or (not (waiting and passthrough == "lxc") and _int(smi_gpus) != _int(expected)):
+        which = (
+            str(gpu_indexes)
+            if _int(expected) == len(gpu_indexes)
+            else "its current devN; the rest wait for its restart"
+        )
+        found.append(
+            "%snvidia-smi -L in CT %s exited %s and lists %s GPU(s), but %s are passed through (%s): %s%s. Look at"
+            " the devN entries of `pct config %s` and at /dev/nvidia* in the container."
+            % (
+                PREFIX,
+                vmid,
+                smi_rc,
+                smi_gpus,
+                expected,
+                which,
+                " / ".join(ct.get("smi_lines") or []),
+                ct.get("error", ""),
+                vmid,
+            )
+        )
+    return found
 
 
 class FilterModule:
     def filters(self):
-        return {"pct_container_plan": pct_container_plan}
+        return {
+            "pct_container_plan": pct_container_plan,
+            "pct_container_node_steps": pct_container_node_steps,
+            "pct_container_config": pct_container_config,
+            "pct_container_config_report": pct_container_config_report,
+            "pct_container_verify_errors": pct_container_verify_errors,
+        }

@@ -42,6 +42,7 @@ WRITES = {
 # (role, what, name): why it is by design. `what` is read or set (a variable), imports (`<role>: <tasks_from>`, or
 # `<role>: only its defaults` for a `when: false` import) or writes (a path, resolved through the roles' defaults).
 _UV = "uv_venv's setting for the container's one uv (the air-gap wheelhouse, the node's shared cache and its lock)"
+_WH = "the wheelhouse holds what the container's roles install"
 ALLOWED = {
     ("jit_toolchain", "read", "uv_venv_wheelhouse"): _UV + ": names it in apt's failure hint",
     ("sglang_router", "read", "uv_venv_wheelhouse"): _UV + ": names it in apt's and uv's failure hints",
@@ -49,6 +50,24 @@ ALLOWED = {
     ("sglang_stack", "read", "uv_venv_wheelhouse"): _UV + ": no index when air-gapped, named in the hint",
     ("sglang_stack", "read", "uv_venv_cache_dir"): _UV + ": the resolve holds the cache's lock, shows its progress",
     ("sglang_stack", "read", "uv_venv_python"): _UV + ": a new stack's venv is made from the same interpreter",
+    # The wheelhouse builds, on a connected machine, what uv_venv, sglang_stack and sglang_router install in an
+    # air-gapped container: it must resolve from their very settings (a copy under wheelhouse_* names would drift
+    # from what the container then installs). Passing them from the playbook instead would only move these reads
+    # out of this test's sight; the roles publish no fact for them, for nothing runs in the container.
+    ("wheelhouse", "imports", "uv_venv: only its defaults"): _WH + ": uv_venv's defaults (the uv pin, the index)",
+    ("wheelhouse", "imports", "sglang_router: only its defaults"): _WH + ": sglang_router's defaults (the smg pin)",
+    ("wheelhouse", "imports", "sglang_stack: preflight"): _WH + ": the stack's own profile read and checks",
+    ("wheelhouse", "set", "uv_venv_container_result"): _WH + ": the stack preflight's Python is the wheelhouse's",
+    ("wheelhouse", "set", "sglang_stack_python_choice"): _WH + ": the stack preflight names wheelhouse_python_version",
+    ("wheelhouse", "read", "sglang_stack_profile_data"): _WH + ": the profile the stack preflight read",
+    ("wheelhouse", "read", "sglang_stack_profile"): _WH + ": the profile's name, in the lock's label",
+    ("wheelhouse", "read", "sglang_stack_extra_packages"): _WH + ": the stack's resolve takes them",
+    ("wheelhouse", "read", "sglang_stack_overrides"): _WH + ": the stack's resolve takes them",
+    ("wheelhouse", "read", "sglang_stack_extra_index_urls"): _WH + ": the indexes the stack resolves from",
+    ("wheelhouse", "read", "uv_venv_index_url"): _WH + ": the index uv resolves from",
+    ("wheelhouse", "read", "uv_venv_uv_wheel_url"): _WH + ": the uv wheel the container installs",
+    ("wheelhouse", "read", "uv_venv_uv_wheel_sha256"): _WH + ": the uv wheel's pin, checked and passed on",
+    ("wheelhouse", "read", "sglang_router_version"): _WH + ": the smg pin, checked and resolved",
     # the library role's layout: each role writes its own .fact file there and makes sure the directory exists
     ("sglang_router", "writes", "/etc/ansible/facts.d"): "the shared facts directory (gpulxc_facts_dir)",
     ("sglang_stack", "writes", "/etc/ansible/facts.d"): "the shared facts directory (gpulxc_facts_dir)",

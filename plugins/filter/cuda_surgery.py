@@ -63,13 +63,17 @@ def cuda_surgery_link_errors(rebuilt, built, *, cuda_home, validate_dir, env_fil
         (found.get("ldd_error"), lambda: f"cuda_surgery: ldd {validate_dir}/validate failed: {found['ldd_error']}"),
         (
             not cudart.startswith(f"{cuda_home}/lib"),
-            lambda: f"cuda_surgery: the validation program links libcudart.so.13 from {cudart or 'nowhere'}, not from"
-            f" {cuda_home}/lib: check LD_LIBRARY_PATH in {env_file}.",
+            lambda: (
+                f"cuda_surgery: the validation program links libcudart.so.13 from {cudart or 'nowhere'}, not from"
+                f" {cuda_home}/lib: check LD_LIBRARY_PATH in {env_file}."
+            ),
         ),
         (
             "/stubs/" in libcuda,
-            lambda: f"cuda_surgery: the validation program loads libcuda.so.1 from the stubs directory ({libcuda}):"
-            " the stubs must never be on the loader path.",
+            lambda: (
+                f"cuda_surgery: the validation program loads libcuda.so.1 from the stubs directory ({libcuda}):"
+                " the stubs must never be on the loader path."
+            ),
         ),
         (
             not found.get("nvrtc_loads"),

@@ -22,13 +22,17 @@ def uv_venv_errors(container, *, python, min_glibc, uv_wheel_sha256, path, cache
     checks = [
         (
             lambda: LooseVersion(str(glibc)) < LooseVersion(str(min_glibc)),
-            lambda: f"uv_venv: the container has glibc {glibc}; sglang >= 0.5.11 wheels need glibc >= {min_glibc}"
-            " (Debian 12, Ubuntu 22.04 or newer): use a newer template (pct_container_ostemplate).",
+            lambda: (
+                f"uv_venv: the container has glibc {glibc}; sglang >= 0.5.11 wheels need glibc >= {min_glibc}"
+                " (Debian 12, Ubuntu 22.04 or newer): use a newer template (pct_container_ostemplate)."
+            ),
         ),
         (
             lambda: not found["version"],
-            lambda: f"uv_venv_python {python} does not run in the container ({found['error']}): name an installed"
-            " python3 (uv never downloads one).",
+            lambda: (
+                f"uv_venv_python {python} does not run in the container ({found['error']}): name an installed"
+                " python3 (uv never downloads one)."
+            ),
         ),
         (
             lambda: not re.match(r"^[0-9a-f]{64}$", str(uv_wheel_sha256)),
@@ -37,22 +41,28 @@ def uv_venv_errors(container, *, python, min_glibc, uv_wheel_sha256, path, cache
         (lambda: not re.match(r"^/", str(path)), lambda: "uv_venv_path must be an absolute path."),
         (
             lambda: cache_dir and not container["cache_mounted"],
-            lambda: f"uv_venv_cache_dir {cache_dir} is not a mount point in the container: bind-mount the node"
-            " directory the containers share there (pct_container_mounts, read-write), or leave it empty for a cache"
-            " of its own.",
+            lambda: (
+                f"uv_venv_cache_dir {cache_dir} is not a mount point in the container: bind-mount the node"
+                " directory the containers share there (pct_container_mounts, read-write), or leave it empty for a cache"
+                " of its own."
+            ),
         ),
         (
             lambda: wheelhouse and not house.get("has_uv"),
-            lambda: f"uv_venv_wheelhouse {wheelhouse} has no {uv_wheel} in the container: build the wheelhouse for"
-            f" this container on a connected machine (ansible-playbook gpulxc.sglang.wheelhouse -l {host}"
-            " -e wheelhouse_dest=<dir>), bind-mount that directory there (pct_container_mounts), or leave"
-            " uv_venv_wheelhouse empty to install from the package index.",
+            lambda: (
+                f"uv_venv_wheelhouse {wheelhouse} has no {uv_wheel} in the container: build the wheelhouse for"
+                f" this container on a connected machine (ansible-playbook gpulxc.sglang.wheelhouse -l {host}"
+                " -e wheelhouse_dest=<dir>), bind-mount that directory there (pct_container_mounts), or leave"
+                " uv_venv_wheelhouse empty to install from the package index."
+            ),
         ),
         (
             lambda: wheelhouse and house.get("has_uv") and not house.get("fits"),
-            lambda: f"uv_venv_wheelhouse {wheelhouse} was built for {built}; this container runs Python"
-            f" {found['version']} (uv_venv_python) with glibc {glibc} on {container['arch']}: build it again for it"
-            f" (wheelhouse_python_version={found['version']}, wheelhouse_platform={platform}).",
+            lambda: (
+                f"uv_venv_wheelhouse {wheelhouse} was built for {built}; this container runs Python"
+                f" {found['version']} (uv_venv_python) with glibc {glibc} on {container['arch']}: build it again for it"
+                f" (wheelhouse_python_version={found['version']}, wheelhouse_platform={platform})."
+            ),
         ),
     ]
     return [message() for failed, message in checks if failed()]

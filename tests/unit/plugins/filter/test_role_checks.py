@@ -6,7 +6,8 @@ from ansible_collections.gpulxc.sglang.plugins.filter import cuda_surgery, jit_t
 
 PACKAGE_CASES = [
     (["ninja-build", "g++", "python3-dev", "libc6:amd64"], []),
-    (["ninja-build", "G++"], ["jit_toolchain: jit_toolchain_packages must name Debian packages (now ['ninja-build', 'G++'])."]),
+    (["ninja-build", "G++"],
+     ["jit_toolchain: jit_toolchain_packages must name Debian packages (now ['ninja-build', 'G++'])."]),
     (["n"], ["jit_toolchain: jit_toolchain_packages must name Debian packages (now ['n'])."]),
 ]  # fmt: skip
 
@@ -22,11 +23,12 @@ def test_jit_toolchain_installs_what_dpkg_does_not_have_installed():
 
 
 APT_CASES = [
-    ("/mnt/wheelhouse", "jit_toolchain: apt could not install ninja-build, g++ in the container (E: Unable). The container"
-     " is air-gapped (uv_venv_wheelhouse): apt reaches only the sources its template configures. Point them at a mirror"
-     " the container reaches, or use a template that has these packages."),
-    ("", "jit_toolchain: apt could not install ninja-build, g++ in the container (E: Unable). Check the container reaches"
-     " its Debian mirror (apt sources, uv_venv_proxy does not apply to apt), or use a template that has these packages."),
+    ("/mnt/wheelhouse", "jit_toolchain: apt could not install ninja-build, g++ in the container (E: Unable). The"
+     " container is air-gapped (uv_venv_wheelhouse): apt reaches only the sources its template configures. Point them"
+     " at a mirror the container reaches, or use a template that has these packages."),
+    ("", "jit_toolchain: apt could not install ninja-build, g++ in the container (E: Unable). Check the container"
+     " reaches its Debian mirror (apt sources, uv_venv_proxy does not apply to apt), or use a template that has these"
+     " packages."),
 ]  # fmt: skip
 
 
@@ -179,8 +181,11 @@ def test_cuda_surgery_layout(libcuda, layout):
     assert cuda_surgery.cuda_surgery_layout({"cuda_home": HOME, "libcuda": libcuda}, "/bin", "GEN") == layout
 
 
-GOOD = {"ldd_error": "", "nvrtc_loads": True,
-        "libraries": {"libcudart.so.13": f"{HOME}/lib/libcudart.so.13", "libcuda.so.1": "/usr/lib/libcuda.so.1"}}  # fmt: skip
+GOOD = {
+    "ldd_error": "",
+    "nvrtc_loads": True,
+    "libraries": {"libcudart.so.13": f"{HOME}/lib/libcudart.so.13", "libcuda.so.1": "/usr/lib/libcuda.so.1"},
+}
 LINK_CASES = [
     ({"skipped": True}, GOOD, []),
     (GOOD, {"skipped": True}, []),
@@ -189,7 +194,8 @@ LINK_CASES = [
       f"cuda_surgery: the validation program links libcudart.so.13 from nowhere, not from {HOME}/lib: check"
       " LD_LIBRARY_PATH in /etc/sglang/cuda.env.",
       "cuda_surgery: libnvrtc.so.13 does not load in the environment of /etc/sglang/cuda.env."]),
-    ({**GOOD, "libraries": {"libcudart.so.13": "/usr/lib/libcudart.so.13", "libcuda.so.1": f"{HOME}/lib/stubs/libcuda.so"}},
+    ({**GOOD, "libraries": {"libcudart.so.13": "/usr/lib/libcudart.so.13",
+                            "libcuda.so.1": f"{HOME}/lib/stubs/libcuda.so"}},
      GOOD,  # the rebuilt program's read wins over the up-to-date check's
      [f"cuda_surgery: the validation program links libcudart.so.13 from /usr/lib/libcudart.so.13, not from {HOME}/lib:"
       " check LD_LIBRARY_PATH in /etc/sglang/cuda.env.",

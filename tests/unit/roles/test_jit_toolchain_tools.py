@@ -1,30 +1,29 @@
-"""jit_toolchain checks each tool by running it (tasks/install.yml, templated as Ansible does, its script run by bash
-with stand-in tools first on PATH): a tool that fails names the Debian packages owning its path and its link
-target for the reinstall; one no package owns is left with none, which stops the run naming it."""
+"""jit_toolchain checks each tool by running it (templates/tools.sh.j2, templated as Ansible does, run by bash with
+stand-in tools first on PATH): a tool that fails names the Debian packages owning its path and its link target for
+the reinstall (gpulxc.sglang.jit_toolchain_repair reads the script's output); one no package owns is left with none,
+which stops the run naming it."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible.template import Templar, trust_as_template
+from ansible.template import Templar
+from ansible_collections.gpulxc.sglang.plugins.filter.jit_toolchain import (
+    jit_toolchain_repair,
+    jit_toolchain_verify_errors,
+)
 from conftest import trusted
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/jit_toolchain"
-RUN = "Run each tool and name the packages owning those that fail"
-NOTE = "Note the tools that no longer run and their packages"
-UNREPAIRABLE = "Say what cannot be repaired"
 
 
-def task(name):
-    (found,) = [t for t in yaml.safe_load((ROLE / "tasks/install.yml").read_text()) if t.get("name") == name]
-    return found
-
-
-def run_script(tmp_path, shell_task):
-    """The task's script, templated with the role's vars, run by bash with the stand-in tools first on PATH."""
-    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
-    script = Templar(variables=variables).template(trusted(shell_task["ansible.builtin.shell"]["cmd"]))
+def run_script(tmp_path, owners):
+    """The role's tool check (templates/tools.sh.j2), templated with the role's vars (with owners: the repair's, in
+    tasks/install.yml; without: the final check's, in tasks/verify.yml), run by bash with the stand-in tools first on
+    PATH."""
+    variables = trusted({**yaml.safe_load((ROLE / "vars/main.yml").read_text()), "_jit_toolchain_owners": owners})
+    script = Templar(variables=variables).template(trusted((ROLE / "templates/tools.sh.j2").read_text()))
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
     return subprocess.run(["/bin/bash", "-c", script], env=env, capture_output=True, text=True, check=False)
 
@@ -45,16 +44,10 @@ def broken(tmp_path, failing=(), owners=None):
     (bin_dir / "readlink").write_text('#!/bin/sh\n[ "$2" = /usr/bin/g++ ] && echo /usr/bin/g++-12 || echo "$2"\n')
     for path in bin_dir.iterdir():
         path.chmod(0o755)
-    variables = trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text()))
-    proc = run_script(tmp_path, task(RUN))
+    proc = run_script(tmp_path, owners=True)
     assert proc.returncode == 0, proc.stderr
-    registered = {"stdout_lines": proc.stdout.splitlines()}
-    facts = {**variables, "jit_toolchain_tools_result": registered}
-    found = Templar(variables=facts).template(trusted(task(NOTE)["ansible.builtin.set_fact"]["_jit_toolchain_broken"]))
-    stop = Templar(variables={**facts, "_jit_toolchain_broken": found}).template(
-        trust_as_template("{{ " + task(UNREPAIRABLE)["when"] + " }}")
-    )
-    return found, stop
+    repair = jit_toolchain_repair(proc.stdout.splitlines())
+    return repair["broken"], bool(repair["errors"])
 
 
 def test_tools_that_run_are_left_alone(tmp_path):
@@ -92,7 +85,8 @@ def test_a_tool_no_package_owns_stops_the_run(tmp_path):
 @pytest.mark.parametrize("failing", [[], ["ninja"], ["g++"], ["the Python headers"], ["ninja", "g++"]])
 def test_the_final_check_fails_naming_each_tool_that_does_not_run(tmp_path, failing):
     broken(tmp_path, failing=failing)  # the stand-in tools
-    (verify,) = [t for t in yaml.safe_load((ROLE / "tasks/verify.yml").read_text()) if "ansible.builtin.shell" in t]
-    proc = run_script(tmp_path, verify)
+    proc = run_script(tmp_path, owners=False)
     assert (proc.returncode != 0) == bool(failing), proc.stderr
     assert [line.split(" (")[0] for line in proc.stderr.splitlines()] == failing, proc.stderr
+    errors = jit_toolchain_verify_errors({"rc": proc.returncode, "stderr": proc.stderr}, ["ninja-build"])
+    assert bool(errors) == bool(failing) and all(f"{name} (" in errors[0] for name in failing), errors

@@ -49,13 +49,14 @@ def stack_requirements(profile, extra_packages=(), overrides=(), cuda=None):
     }
 
 
-def stack_fact(profile, locked, venv, stack=None):
+def stack_fact(profile, locked, venv, stack=None, source=None):
     """The stack object (gpulxc_stack, kept as ansible_local.gpulxc_stack): the profile, the venv and the stack
     directory it links to, the locked versions of the profile's packages, its CUDA wheels, the flags this release
     spells differently and the attention backends per compute capability."""
     locked = {canonical(name): version for name, version in (locked or {}).items()}
     return {
         "profile": profile["name"],
+        "profile_source": source or profile["name"],
         "venv": venv,
         "stack": stack or venv,
         "packages": {name: locked.get(canonical(name)) for name in profile["packages"]},

@@ -68,6 +68,14 @@ ALLOWED = {
     ("wheelhouse", "read", "uv_venv_uv_wheel_url"): _WH + ": the uv wheel the container installs",
     ("wheelhouse", "read", "uv_venv_uv_wheel_sha256"): _WH + ": the uv wheel's pin, checked and passed on",
     ("wheelhouse", "read", "sglang_router_version"): _WH + ": the smg pin, checked and resolved",
+    # a failed canary goes back through the owners' own entry points, not by writing their files (issue 50)
+    ("sglang_services", "imports", "sglang_stack: switch"): "a canary's rollback: the stack's owner switches the venv",
+    ("sglang_services", "set", "sglang_stack_switch_to"): "a canary's rollback: the argument of sglang_stack's switch",
+    ("sglang_services", "imports", "cuda_surgery: toolkit"): "a canary's rollback: the env file's owner rewrites it",
+    # the inventory's word for where the container lives, a default for the servers' metric label `node`
+    ("sglang_services", "read", "pct_container_node"): "the inventory's node of the container, a metric label",
+    # the Python the venv is made from, as uv_venv read it in the container this run (its register)
+    ("sglang_stack", "read", "uv_venv_container_result"): _UV + ": the profile must have wheels for its Python",
     # the library role's layout: each role writes its own .fact file there and makes sure the directory exists
     ("sglang_router", "writes", "/etc/ansible/facts.d"): "the shared facts directory (gpulxc_facts_dir)",
     ("sglang_stack", "writes", "/etc/ansible/facts.d"): "the shared facts directory (gpulxc_facts_dir)",

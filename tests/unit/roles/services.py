@@ -1,7 +1,7 @@
 """Role sglang_services' decisions called as plain functions: the role's defaults (templated as Ansible templates
 them, with the lab's shared layout) and a case's variables, handed to gpulxc.sglang.services_plan, services_moving
 and restart_plan (plugins/filter/services.py) as tasks/preflight.yml, moving.yml and restart.yml hand them; the
-templates rendered from the plan. The variables a case may give besides the role's: gpu_preflight_result,
+templates rendered from the plan. The variables a case may give besides the role's: gpulxc_gpus,
 ansible_local, sglang_stack_profile, sglang_stack_predicted_fact, hostvars, inventory_hostname."""
 
 from functools import cache
@@ -9,7 +9,12 @@ from pathlib import Path
 
 import yaml
 from ansible.template import Templar, trust_as_template
-from ansible_collections.gpulxc.sglang.plugins.filter.services import restart_plan, services_moving, services_plan
+from ansible_collections.gpulxc.sglang.plugins.filter.services import (
+    restart_plan,
+    services_moving,
+    services_plan,
+    services_stack,
+)
 from ansible_collections.gpulxc.sglang.plugins.lookup.stack_profile import load
 from conftest import trusted
 
@@ -44,7 +49,11 @@ def variables(gpus=8, **given):
     """Every variable the role's tasks and templates see, for a container with `gpus` GPUs of SM 12.0."""
     found = {"indexes": list(range(gpus)), "capabilities": ["12.0"] * gpus}
     return {**_layout(), **_role_file("defaults/main.yml"), **_role_file("vars/main.yml"), **LAYOUT,
-            "gpu_preflight_result": found, "ansible_local": {"gpulxc_stack": STACK}, **given}  # fmt: skip
+            "gpulxc_gpus": found, "ansible_local": {"gpulxc_stack": STACK}, **given}  # fmt: skip
+
+
+def inputs_venv(scope):
+    return template(scope, "{{ sglang_services_venv }}")
 
 
 def template(scope, expression):
@@ -54,15 +63,19 @@ def template(scope, expression):
 def decided(gpus=8, **given):
     """The variables and the plan (`_sglang_services_plan`), as preflight.yml decides it."""
     scope = variables(gpus, **given)
-    names = [name for name in _role_file("defaults/main.yml") if name in yaml.safe_load(
-        (ROLE / "tasks/preflight.yml").read_text())[0]["vars"]["_names"]]  # fmt: skip
+    (planned,) = [task for task in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
+                  if "_names" in task.get("vars", {})]  # fmt: skip
+    names = [name for name in _role_file("defaults/main.yml") if name in planned["vars"]["_names"]]
     inputs = {name: template(scope, "{{ " + name + " }}") for name in names}
+    stack = template(scope, "{{ gpulxc_stack }}")
+    # stack.yml: where the servers start from
+    started = services_stack(stack, inputs_venv(scope), template(scope, "{{ sglang_services_cache_dir }}"))
+    scope = {**scope, **{f"_sglang_services_{key}": value for key, value in started.items()}}
     plan = services_plan(
         inputs,
-        profile=profile(scope.get("sglang_stack_profile", "sglang-0.5.12")),
-        gpus=scope.get("gpu_preflight_result", {}),
-        gpus_fact=scope["ansible_local"].get("gpulxc_gpus", {}),
-        stack=template(scope, "{{ _sglang_services_stack_fact }}"),  # vars/main.yml's choice
+        profile=profile(stack.get("profile_source") or stack.get("profile") or "sglang-0.5.12"),
+        gpus=template(scope, "{{ gpulxc_gpus }}"),
+        stack=stack,
         hostname=scope["inventory_hostname"],
         hostvars=scope.get("hostvars", {}),
         drop_in_dir=template(scope, "{{ _sglang_services_drop_in_dir }}"),

@@ -15,10 +15,10 @@ STACK = {"profile": PROFILE["name"], "attention_backends": PROFILE["attention_ba
 
 
 def gpus(*sms):
-    """gpu_preflight's result for GPUs 0.. of these SMs."""
+    """gpu_preflight's GPU inventory (gpulxc_gpus) for GPUs 0.. of these SMs."""
     listed = [{"index": n, "compute_capability": sm} for n, sm in enumerate(sms)]
     found = {"indexes": list(range(len(sms))), "capabilities": sorted(set(sms)), "gpus": listed}
-    return {"gpu_preflight_result": found, "ansible_local": {"gpulxc_stack": STACK}}
+    return {"gpulxc_gpus": found, "ansible_local": {"gpulxc_stack": STACK}}
 
 
 @pytest.mark.parametrize(("sm", "default"), [("12.0", "flashinfer"), ("9.0", "fa3"), ("10.0", "flashinfer"),

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from conftest import load_standin
-from services import ROLE, decided, errors, render
+from services import ROLE, STACK, decided, errors, render
 
 REPO = ROLE.parents[1]
 FLAGS = yaml.safe_load((REPO / "profiles/sglang-0.5.12.yml").read_text())["flags"]
@@ -94,7 +94,8 @@ def test_under_the_second_profile_a_renamed_flag_is_written_as_that_release_spel
     """sglang 0.5.23 calls --mamba-scheduler-strategy --mamba-radix-cache-strategy (profiles/sglang-0.5.23.yml,
     flag_names): the config holds the new name, the check passes against 0.5.23's table, and 0.5.23's parser takes
     the file, where the reference's name is refused."""
-    profile = {"sglang_stack_profile": "sglang-0.5.23"}
+    # the stack object of that profile (sglang_stack's), which sglang_services reads the profile from
+    profile = {"gpulxc_stack": {**STACK, "profile": "sglang-0.5.23", "profile_source": "sglang-0.5.23"}}
     facts = decided(**profile)
     written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
     assert written["mamba-radix-cache-strategy"] == "extra_buffer" and "mamba-scheduler-strategy" not in written

@@ -1,24 +1,27 @@
-"""sglang_stack's checks before anything changes (tasks/preflight.yml templated as Ansible does): each whole-number
-setting is refused naming itself, for every class of bad value; the defaults pass."""
+"""sglang_stack's checks before anything changes (gpulxc.sglang.stack_errors, which tasks/preflight.yml calls): each
+whole-number setting is refused naming itself, for every class of bad value; the defaults pass."""
 
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible.template import Templar, trust_as_template
-from conftest import trusted
+from ansible_collections.gpulxc.sglang.plugins.filter.stack import stack_errors
+from ansible_collections.gpulxc.sglang.plugins.lookup.stack_profile import load
 
-ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_stack"
+DEFAULTS = yaml.safe_load((Path(__file__).resolve().parents[3] / "roles/sglang_stack/defaults/main.yml").read_text())
+NUMBERS = ("sglang_stack_keep_stacks", "sglang_stack_install_timeout", "sglang_stack_progress_interval")
 
 
 def errors(**extra):
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    (check,) = [t for t in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-                if t.get("name") == "Check the profile supports the Python the venv is made from"]  # fmt: skip
-    variables = {**trusted(defaults), "gpulxc_venv": "/opt/sglang/venv", "gpulxc_stack_dir": "/etc/sglang/stack",
-                 "sglang_stack_profile_data": {"pythons": ["3.11"]},
-                 "uv_venv_container_result": {"python": {"version": "3.11"}}, **extra}  # fmt: skip
-    return Templar(variables={**variables, **trusted(check["vars"])}).template(trust_as_template("{{ _errors }}"))
+    given = {name: extra.get(name, DEFAULTS[name]) for name in NUMBERS}
+    return stack_errors(
+        load("sglang-0.5.12"),
+        "3.11",
+        "interpreter (uv_venv_python)",
+        keep_stacks=given["sglang_stack_keep_stacks"],
+        install_timeout=given["sglang_stack_install_timeout"],
+        progress_interval=given["sglang_stack_progress_interval"],
+    )
 
 
 def test_the_defaults_pass():

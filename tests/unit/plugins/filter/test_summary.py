@@ -29,7 +29,7 @@ SUMMARY = {"stack": "s", "model": "from-config", "router": None}
 GPUS = [{"index": 0, "name": "G", "compute_capability": "9.0"}]
 # the play's variables, and the first lines the summary shows from them
 PLAYS = [
-    ({"pct_container_vmid": 990, "pct_container_node": "pve", "gpu_preflight_result": {"gpus": GPUS},
+    ({"pct_container_vmid": 990, "pct_container_node": "pve", "gpulxc_gpus": {"gpus": GPUS},
       "ansible_local": {"gpulxc_services": {"model": "published"}, "gpulxc_gpus": {"gpus": []}}},
      ["CT 990 on pve", "GPUs: 1 x G, SM 9.0 (indexes 0)", "stack: s", "model: published"]),
     ({"proxmox_vmid": 991, "ansible_local": {"gpulxc_gpus": {"gpus": GPUS}}},

@@ -301,11 +301,11 @@ def test_a_drained_restart_of_a_server_warming_for_25_s_shows_its_progress_every
         lines = progress_lines(proc, f"Wait for the health of {everyone}")
         print(lines)
         # the warm-up began with instance 0's restart job, while the other restarts were still being asked for
-        # (several seconds on a busy machine): the wait sees at least 15 s of it
+        # (several seconds on a busy machine: 12 s once, the wait then saw 13 s of it): the wait sees two slices of it
         assert len(lines) >= 3, proc.stdout[-3000:]
         assert all(line[1] == 8 and line[0] < 8 for line in lines[:-1]), lines
         assert all(line[2] == "1 warming" for line in lines[1:-1]), lines
-        assert lines[-1][:3] == (8, 8, "") and lines[-1][3] >= 15, lines
+        assert lines[-1][:3] == (8, 8, "") and lines[-1][3] >= 10, lines
         waited = [0] + [line[3] for line in lines]
         assert max(b - a for a, b in itertools.pairwise(waited)) <= 10, waited
     finally:

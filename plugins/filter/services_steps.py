@@ -10,6 +10,8 @@ import posixpath
 import re
 from collections.abc import Mapping
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 
 # the shared layout's caches (before each stack had its own): its stamp and SGLang's and DeepGEMM's per instance
 LEGACY_CACHE = re.compile(r"(tvm-ffi|triton|torchinductor|\.gpulxc-jit-stack|(sglang|deep_gemm)-[0-9]+)$")
@@ -95,6 +97,44 @@ def services_running(present):
     return [instance["index"] for instance in present.get("instances", []) if instance.get("running")]
 
 
+def services_files(
+    plan, *, user, cache_dir, jit_root, jit_dir, facts_dir, drop_in_dir, api_key="", model="", enable_metrics=True,
+    stack="",
+):
+    """What the role's one file_set call writes besides the templates: the directories (the drop-ins' only when
+    the role writes one), the drop-ins as files, the services' fact (`published`) and its path."""
+    owned = {"owner": user, "group": user, "mode": "0755"}
+    root = {"owner": "root", "group": "root"}
+    directories = [{"path": cache_dir, **owned}, {"path": jit_root, **owned}, {"path": jit_dir, **owned}]
+    directories += [{"path": facts_dir, **root, "mode": "0755"}]
+    directories += [{"path": drop_in_dir, **root, "mode": "0755"}] if plan["drop_ins"] else []
+    return {
+        "directories": directories,
+        "drop_ins": [{**drop_in, **root, "mode": "0644"} for drop_in in plan["drop_ins"]],
+        # ansible_local.gpulxc_services, for the router, the health check, the summary and the next run's canary
+        "published": {
+            "instances": plan["instances"],
+            "api_key": len(api_key or "") > 0,
+            "model": model,
+            # each server's --extra-metric-labels but its gpu (none: metrics off), for sglang_monitoring's targets
+            "metric_labels": plan["metric_labels"] if boolean(enable_metrics, strict=False) else None,
+            "stack": stack,
+        },
+        "fact_path": f"{facts_dir}/gpulxc_services.fact",
+    }
+
+
+def services_changed(files, paths):
+    """Whether module file_set changed one of `paths` (its `changed_paths`)."""
+    return bool(set((files or {}).get("changed_paths", [])) & set(paths))
+
+
+def services_stage_job(argv, *, timeout, check_mode=False):
+    """The model staging command as a job: in check mode it runs in the task (async 0) with --dry-run (it copies
+    nothing)."""
+    return {"argv": list(argv) + (["--dry-run"] if check_mode else []), "async": 0 if check_mode else timeout}
+
+
 def services_removal(units, *, configs=None, files=(), cache_dir="", facts_dir="", model_path=""):
     """What the removal stops and disables (every instance present, the staging unit when it runs or is enabled),
     and the paths it deletes: `files`, the drop-ins found, the configurations found, the cache, the fact, and a
@@ -125,4 +165,7 @@ class FilterModule:
             "services_jit_clear": services_jit_clear,
             "services_running": services_running,
             "services_removal": services_removal,
+            "services_files": services_files,
+            "services_changed": services_changed,
+            "services_stage_job": services_stage_job,
         }

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from ansible.template import Templar, trust_as_template
 from ansible_collections.gpulxc.sglang.plugins.filter.services import restart_plan, services_moving, services_plan
+from ansible_collections.gpulxc.sglang.plugins.filter.services_steps import services_changed
 from ansible_collections.gpulxc.sglang.plugins.lookup.stack_profile import load
 from conftest import trusted
 
@@ -91,8 +92,8 @@ def restarts(changed_paths=(), drop_ins=None, started=(), stale=(), check_mode=F
     """restart_plan's answer (restart, canary, batches); drop_ins: the instances a removed drop-in applied to."""
     facts = decided(**given)
     plan = facts["_sglang_services_plan"]
-    # files.yml's note: the unit or a declared drop-in of it changed
-    unit_changed = bool({UNIT, *plan["drop_in_paths"]} & set(changed_paths))
+    # configure.yml's note (services_changed): the unit or a declared drop-in of it changed
+    unit_changed = services_changed({"changed_paths": list(changed_paths)}, [UNIT, *plan["drop_in_paths"]])
     return restart_plan(
         plan,
         files={"changed_paths": list(changed_paths)},

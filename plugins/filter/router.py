@@ -242,9 +242,11 @@ def router_front_repairs(lines, wheelhouse=""):
     broken = _unique([line.split(" ")[-1] for line in lines if line.startswith("broken ")])
     broken = [package for package in broken if package not in missing]
     flags = "-y -qq --no-install-recommends"
-    commands = (["apt-get update -qq"] if missing or broken else []) + (
-        [f"apt-get install {flags} {' '.join(missing)}"] if missing else []
-    ) + ([f"apt-get install --reinstall {flags} {' '.join(broken)}"] if broken else [])
+    commands = (
+        (["apt-get update -qq"] if missing or broken else [])
+        + ([f"apt-get install {flags} {' '.join(missing)}"] if missing else [])
+        + ([f"apt-get install --reinstall {flags} {' '.join(broken)}"] if broken else [])
+    )
     source = (
         "The container is air-gapped (uv_venv_wheelhouse): apt reaches only the sources its template configures."
         " Point them at a mirror the container reaches, or use a template that has nginx and openssl."

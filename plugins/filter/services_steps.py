@@ -98,7 +98,17 @@ def services_running(present):
 
 
 def services_files(
-    plan, *, user, cache_dir, jit_root, jit_dir, facts_dir, drop_in_dir, api_key="", model="", enable_metrics=True,
+    plan,
+    *,
+    user,
+    cache_dir,
+    jit_root,
+    jit_dir,
+    facts_dir,
+    drop_in_dir,
+    api_key="",
+    model="",
+    enable_metrics=True,
     stack="",
 ):
     """What the role's one file_set call writes besides the templates: the directories (the drop-ins' only when

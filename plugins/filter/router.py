@@ -199,6 +199,8 @@ def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname="
         "errors": [error for error in errors if error],
         "workers": workers,
         "tls": tls,
+        # how the role reaches its own front
+        "scheme": "https" if tls else "http",
         # the names the certificate the role makes holds: loopback, a specific bind address, the operator's
         "tls_names": _unique(
             ["127.0.0.1", "::1", *([] if host in WILDCARDS else [host]), *s["sglang_router_tls_names"]]
@@ -219,6 +221,46 @@ def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname="
     }  # fmt: skip
 
 
+def _changed(result):
+    return isinstance(result, Mapping) and bool(result.get("changed"))
+
+
+def router_restarts(plan, *, files, smg=(), front=()):
+    """Whether smg and whether the front restart: a file the unit reads changed (the plan's `smg_files`,
+    `front_files`, among module file_set's `changed_paths`), or one of the results given for it changed."""
+    changed = set((files or {}).get("changed_paths", []))
+    return {
+        "smg": bool(changed & set(plan["smg_files"])) or any(_changed(result) for result in smg),
+        "front": bool(changed & set(plan["front_files"])) or any(_changed(result) for result in front),
+    }
+
+
+def router_front_repairs(lines, wheelhouse=""):
+    """From the probe of the front's packages (`missing <package>`, `broken <package>` lines): those to install,
+    those to install again, apt's commands for both, and where the packages must come from if apt fails."""
+    missing = [line.split(" ")[-1] for line in lines if line.startswith("missing ")]
+    broken = _unique([line.split(" ")[-1] for line in lines if line.startswith("broken ")])
+    broken = [package for package in broken if package not in missing]
+    flags = "-y -qq --no-install-recommends"
+    commands = (
+        (["apt-get update -qq"] if missing or broken else [])
+        + ([f"apt-get install {flags} {' '.join(missing)}"] if missing else [])
+        + ([f"apt-get install --reinstall {flags} {' '.join(broken)}"] if broken else [])
+    )
+    source = (
+        "The container is air-gapped (uv_venv_wheelhouse): apt reaches only the sources its template configures."
+        " Point them at a mirror the container reaches, or use a template that has nginx and openssl."
+        if wheelhouse
+        else "Check the container reaches its Debian mirror (apt sources; uv_venv_proxy does not apply to apt), or use"
+        " a template that has nginx and openssl."
+    )
+    return {"missing": missing, "broken": broken, "commands": "\n".join(commands), "source": source}
+
+
 class FilterModule:
     def filters(self):
-        return {"router_plan": router_plan}
+        return {
+            "router_plan": router_plan,
+            "router_restarts": router_restarts,
+            "router_front_repairs": router_front_repairs,
+        }

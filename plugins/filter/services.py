@@ -442,6 +442,8 @@ def services_plan(
         ],
         # another container's router fronts the instances (a fleet's gateway): the drains and re-admissions run there
         "router_elsewhere": router not in ("", hostname),
+        # where those run: that container, else "" (this one)
+        "router_host": router if router not in ("", hostname) else "",
     }
     errors = (
         _instance_errors(given, plan)

@@ -15,6 +15,7 @@ from ansible_collections.gpulxc.sglang.plugins.filter.services import (
     services_plan,
     services_stack,
 )
+from ansible_collections.gpulxc.sglang.plugins.filter.services_steps import services_changed
 from ansible_collections.gpulxc.sglang.plugins.lookup.stack_profile import load
 from conftest import trusted
 
@@ -104,8 +105,8 @@ def restarts(changed_paths=(), drop_ins=None, started=(), stale=(), check_mode=F
     """restart_plan's answer (restart, canary, batches); drop_ins: the instances a removed drop-in applied to."""
     facts = decided(**given)
     plan = facts["_sglang_services_plan"]
-    # files.yml's note: the unit or a declared drop-in of it changed
-    unit_changed = bool({UNIT, *plan["drop_in_paths"]} & set(changed_paths))
+    # configure.yml's note (services_changed): the unit or a declared drop-in of it changed
+    unit_changed = services_changed({"changed_paths": list(changed_paths)}, [UNIT, *plan["drop_in_paths"]])
     return restart_plan(
         plan,
         files={"changed_paths": list(changed_paths)},

@@ -26,12 +26,14 @@ def test_instances_fronted_by_another_container_are_published_at_its_advertised_
                        ("fd00::5", "http://[fd00::5]:30000")]:  # fmt: skip
         facts = decided(**FRONTED, sglang_services_advertise_host=given)
         assert facts["_sglang_services_plan"]["instances"][0]["url"] == url
+        assert facts["_sglang_services_plan"]["router_host"] == "ct300"  # the drains' delegate_to
         assert errors(**FRONTED, sglang_services_advertise_host=given) == []
 
 
 @pytest.mark.parametrize("router", ["", "ct200"])
 def test_this_containers_own_router_needs_no_address_beyond_loopback(router):
     assert errors(sglang_services_router_container=router) == []
+    assert decided(sglang_services_router_container=router)["_sglang_services_plan"]["router_host"] == ""
     assert decided(sglang_services_router_container=router)["_sglang_services_plan"]["instances"][0]["url"] == (
         "http://127.0.0.1:30000"
     )
@@ -80,5 +82,5 @@ def test_every_drain_and_readmission_runs_in_the_router_container():
             if "gpulxc.sglang.smg_workers" in task:
                 calls.append((path.name, task.get("delegate_to")))
     assert len(calls) >= 5 and {delegate for _, delegate in calls} == {
-        "{{ sglang_services_router_container if _sglang_services_plan.router_elsewhere else omit }}"
+        "{{ _sglang_services_plan.router_host or omit }}"
     }, calls

@@ -43,8 +43,8 @@ def uv_venv_errors(container, *, python, min_glibc, uv_wheel_sha256, path, cache
             lambda: cache_dir and not container["cache_mounted"],
             lambda: (
                 f"uv_venv_cache_dir {cache_dir} is not a mount point in the container: bind-mount the node"
-                " directory the containers share there (pct_container_mounts, read-write), or leave it empty for a cache"
-                " of its own."
+                " directory the containers share there (pct_container_mounts, read-write), or leave it empty for a"
+                " cache of its own."
             ),
         ),
         (

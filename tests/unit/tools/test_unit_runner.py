@@ -47,16 +47,20 @@ def role_facts(root, **extra):
     variables.update({
         "gpulxc_env_file": f"{root}/etc/sglang/cuda.env", "gpulxc_config_dir": f"{root}/etc/sglang",
         "gpulxc_cache_dir": f"{root}/var/cache/sglang", "sglang_services_user": USER, "ansible_managed": "managed",
-        "gpu_preflight_result": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
+        "gpulxc_gpus": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
         "ansible_local": {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3", "flashinfer"]},
                                            "fallback_attention_backend": "triton"}},
         "_cuda_surgery_cuda_home": CUDA_HOME, "inventory_hostname": "ct200", "hostvars": {}, **extra,
     })  # fmt: skip
-    tasks = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-    (decide,) = [t for t in tasks if "_sglang_services_plan" in t.get("ansible.builtin.set_fact", {})]
-    templar = Templar(variables={**variables, **trusted(decide.get("vars", {}))})
-    facts = {k: templar.template(trusted(v)) for k, v in decide["ansible.builtin.set_fact"].items()}
-    return {**variables, **facts}
+    # the preflight's facts in its order: the stack the servers start from (stack.yml), then the plan
+    tasks = [
+        *yaml.safe_load((ROLE / "tasks/stack.yml").read_text()),
+        *yaml.safe_load((ROLE / "tasks/preflight.yml").read_text()),
+    ]
+    for task in [t for t in tasks if "ansible.builtin.set_fact" in t]:
+        templar = Templar(variables={**variables, **trusted(task.get("vars", {}))})
+        variables.update({k: templar.template(trusted(v)) for k, v in task["ansible.builtin.set_fact"].items()})
+    return variables
 
 
 def render(path, facts, **extra):

@@ -1,4 +1,4 @@
-"""gpulxc.sglang.summary_lines as a plain function: the cases are in test_summary.yaml (what stack_info returned,
+"""gpulxc.sglang.summary_lines as a plain function: the cases are in test_summary_lines.yaml (what stack_info returned,
 the container, GPUs and model, the lines expected); and playbooks/summary.yml's debug passes it the run's facts."""
 
 from pathlib import Path

@@ -38,8 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv/bin"
 VMID = 907
 TEMPLATE = "local:vztmpl/debian-12-gpulxclab_12.0-1_amd64.tar.zst"
-PLUGINS = {"pct_ssh": "gpulxc.sglang.pct_ssh", "pct_ssh_plain": "gpulxc.sglang.pct_ssh",
-           "stock": "community.proxmox.proxmox_pct_remote"}  # fmt: skip
+PLUGINS = {
+    "pct_ssh": "gpulxc.sglang.pct_ssh",
+    "pct_ssh_plain": "gpulxc.sglang.pct_ssh",
+    "stock": "community.proxmox.proxmox_pct_remote",
+}
 # pct_ssh_plain: the channel switched off (a plain `pct exec` over its own SSH session per command)
 EXTRA = {"pct_ssh_plain": ("-e", "proxmox_pct_channel=false")}
 LAB_SSH = "/var/lib/gpulxc-lab/ssh"
@@ -94,11 +97,22 @@ def write_play(work: Path, tasks: int) -> Path:
 def playbook(inventory: Path, play: Path, name: str, *extra: str, env: dict | None = None) -> str:
     plugin = PLUGINS[name]
     proc = subprocess.run(
-        [str(VENV / "ansible-playbook"), "-i", str(inventory), "-e", f"ansible_connection={plugin}",
-         *EXTRA.get(name, ()), *extra, str(play)],
-        capture_output=True, text=True, check=False, cwd=REPO,
+        [
+            str(VENV / "ansible-playbook"),
+            "-i",
+            str(inventory),
+            "-e",
+            f"ansible_connection={plugin}",
+            *EXTRA.get(name, ()),
+            *extra,
+            str(play),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
         env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **(env or {})),
-    )  # fmt: skip
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{plugin}: {play.name} failed\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return proc.stdout
@@ -106,8 +120,22 @@ def playbook(inventory: Path, play: Path, name: str, *extra: str, env: dict | No
 
 def ssh_warm(repeat: int) -> float:
     control = f"ControlPath={tempfile.gettempdir()}/gpulxc-bench-%C"
-    base = ["ssh", "-p", "2222", "-i", f"{LAB_SSH}/id_ed25519", "-o", f"UserKnownHostsFile={LAB_SSH}/known_hosts",
-            "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", control, "root@127.0.0.1"]  # fmt: skip
+    base = [
+        "ssh",
+        "-p",
+        "2222",
+        "-i",
+        f"{LAB_SSH}/id_ed25519",
+        "-o",
+        f"UserKnownHostsFile={LAB_SSH}/known_hosts",
+        "-o",
+        "ControlMaster=auto",
+        "-o",
+        "ControlPersist=60s",
+        "-o",
+        control,
+        "root@127.0.0.1",
+    ]
     sh(*base, "true")  # start the master
     return timed(lambda: sh(*base, "true"), repeat)
 
@@ -163,10 +191,26 @@ def copy_peak(inventory: Path, plugin: str, src: Path) -> tuple[float, int]:
         "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
-    cmd = [str(VENV / "ansible"), "bench", "-i", str(inventory), "-e", f"ansible_connection={plugin}",
-           "-m", "ansible.builtin.copy", "-a", f"src={src} dest=/root/{src.name} mode=0600"]  # fmt: skip
-    out = sh(str(VENV / "python"), "-c", measure, *cmd, cwd=REPO,
-             env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))).stdout.split()  # fmt: skip
+    cmd = [
+        str(VENV / "ansible"),
+        "bench",
+        "-i",
+        str(inventory),
+        "-e",
+        f"ansible_connection={plugin}",
+        "-m",
+        "ansible.builtin.copy",
+        "-a",
+        f"src={src} dest=/root/{src.name} mode=0600",
+    ]
+    out = sh(
+        str(VENV / "python"),
+        "-c",
+        measure,
+        *cmd,
+        cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
+    ).stdout.split()
     sh("/usr/sbin/pct", "exec", str(VMID), "--", "rm", "-f", f"/root/{src.name}")
     return float(out[0]), int(out[1])
 
@@ -197,8 +241,15 @@ def main() -> int:
             ssh = execs * ssh_exec if name.startswith("pct_ssh") else p_connect + execs * p_channel
             # through the channel, the module runs in a child of a Python that imported what modules share
             module_here = None if channel else module
-            rows[name] = {"play": t_full, "per_task": per_task, "execs": execs, "channel": channel, "ssh": ssh,
-                          "pct": execs * pct_exec, "module": module_here}  # fmt: skip
+            rows[name] = {
+                "play": t_full,
+                "per_task": per_task,
+                "execs": execs,
+                "channel": channel,
+                "ssh": ssh,
+                "pct": execs * pct_exec,
+                "module": module_here,
+            }
             rows[name]["overhead"] = per_task - module
             rows[name]["ansible"] = per_task - (module_here or 0) - ssh - rows[name]["pct"]
         src = work / "big.bin"
@@ -210,12 +261,16 @@ def main() -> int:
         sh("/usr/sbin/pct", "destroy", str(VMID), "--force", "1")
 
     ms = lambda seconds: f"{seconds * 1000:.0f}"  # noqa: E731
-    print(f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.platform()}; "
-          f"{args.tasks} tasks of `command: true`, median of {args.repeat} runs; lab pct (a Python stand-in, "
-          "not Proxmox's Perl pct, whose start-up cost is not measured here)\n")  # fmt: skip
-    print("| plugin | play of %d tasks (s) | per task (ms) | per task less a fresh module run (ms) "
-          "| SSH + pct exec per task | channel commands per task | SSH (ms) | pct exec (ms) | module (ms) "
-          "| Ansible, rest (ms) |" % args.tasks)  # fmt: skip
+    print(
+        f"Machine: {platform.node()}, {os.cpu_count()} cores, {platform.platform()}; "
+        f"{args.tasks} tasks of `command: true`, median of {args.repeat} runs; lab pct (a Python stand-in, "
+        "not Proxmox's Perl pct, whose start-up cost is not measured here)\n"
+    )
+    print(
+        "| plugin | play of %d tasks (s) | per task (ms) | per task less a fresh module run (ms) "
+        "| SSH + pct exec per task | channel commands per task | SSH (ms) | pct exec (ms) | module (ms) "
+        "| Ansible, rest (ms) |" % args.tasks
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, row in rows.items():
         label = PLUGINS[name] + (" (channel off)" if name in EXTRA else "")

@@ -28,8 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 VMID = 995
 NAME = f"ct{VMID}"
-PLAN = {str(i): {"load_s": load, "warmup_s": warm}
-        for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])}  # fmt: skip
+PLAN = {
+    str(i): {"load_s": load, "warmup_s": warm}
+    for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])
+}
 DELAY = {int(i): p["load_s"] + p["warmup_s"] for i, p in PLAN.items()}
 # the JIT caches of the CT's one stack (a shell glob: each stack has its own, and this CT has one)
 JIT = "/var/cache/sglang/stacks/*"
@@ -55,11 +57,23 @@ def site(inventory, *args):
     """(seconds, ok, changed) of one site.yml run; exits on failure."""
     started = time.monotonic()
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", "inventories/lab", "-i", str(inventory),
-         "-l", NAME, *args],
-        capture_output=True, text=True, check=False, cwd=REPO,
+        [
+            str(REPO / ".venv/bin/ansible-playbook"),
+            "site.yml",
+            "-i",
+            "inventories/lab",
+            "-i",
+            str(inventory),
+            "-l",
+            NAME,
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
         env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
-    )  # fmt: skip
+    )
     took = time.monotonic() - started
     recap = re.search(rf"{NAME}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout)
     if proc.returncode != 0 or not recap:
@@ -99,14 +113,30 @@ def noop_rows(inventory):
         stock.append(took)
     mid, stock_mid = sorted(ours)[PAIRS // 2], sorted(stock)[PAIRS // 2]
     ours_runs, stock_runs = (" ".join(f"{t:.1f}" for t in runs) for runs in (ours, stock))
-    rows.append(("no-op re-run (gpulxc.sglang.pct_ssh), median", f"{mid:.1f} s", f"{ok} tasks, {changed} changed",
-                 f"{mid / ok * 1000:.0f} ms/task; runs: {ours_runs}"))  # fmt: skip
-    rows.append(("no-op re-run (community.proxmox.proxmox_pct_remote), median", f"{stock_mid:.1f} s",
-                 f"{stock_ok} tasks, {stock_changed} changed",
-                 f"{stock_mid / stock_ok * 1000:.0f} ms/task; runs: {stock_runs}"))  # fmt: skip
-    rows.append(("no-op ratio pct_ssh / stock (medians)", f"{mid / stock_mid:.3f}",
-                 "target <= 0.17 (issue 20), <= 20 s",
-                 "per pair: " + " ".join(f"{a / b:.3f}" for a, b in zip(ours, stock, strict=True))))  # fmt: skip
+    rows.append(
+        (
+            "no-op re-run (gpulxc.sglang.pct_ssh), median",
+            f"{mid:.1f} s",
+            f"{ok} tasks, {changed} changed",
+            f"{mid / ok * 1000:.0f} ms/task; runs: {ours_runs}",
+        )
+    )
+    rows.append(
+        (
+            "no-op re-run (community.proxmox.proxmox_pct_remote), median",
+            f"{stock_mid:.1f} s",
+            f"{stock_ok} tasks, {stock_changed} changed",
+            f"{stock_mid / stock_ok * 1000:.0f} ms/task; runs: {stock_runs}",
+        )
+    )
+    rows.append(
+        (
+            "no-op ratio pct_ssh / stock (medians)",
+            f"{mid / stock_mid:.3f}",
+            "target <= 0.17 (issue 20), <= 20 s",
+            "per pair: " + " ".join(f"{a / b:.3f}" for a, b in zip(ours, stock, strict=True)),
+        )
+    )
     return rows
 
 
@@ -133,10 +163,24 @@ def main():
     pct("destroy", VMID, "--force", "1")
     with tempfile.TemporaryDirectory() as tmp:
         inventory = Path(tmp) / f"{NAME}.yml"
-        inventory.write_text(json.dumps({"sglang_containers": {"hosts": {NAME: {
-            "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
-            "sglang_services_port_base": 38000, "sglang_services_nccl_port_base": 39000,
-            "sglang_router_port": 8995, "sglang_router_prometheus_port": 29995}}}}))  # fmt: skip
+        inventory.write_text(
+            json.dumps(
+                {
+                    "sglang_containers": {
+                        "hosts": {
+                            NAME: {
+                                "proxmox_vmid": VMID,
+                                "pct_container_node": "lab-pve",
+                                "sglang_services_port_base": 38000,
+                                "sglang_services_nccl_port_base": 39000,
+                                "sglang_router_port": 8995,
+                                "sglang_router_prometheus_port": 29995,
+                            }
+                        }
+                    }
+                }
+            )
+        )
         rows = []
         took, ok, changed = site(inventory)
         rows.append(("fresh converge from an empty node", f"{took:.1f} s", f"{ok} tasks, {changed} changed", ""))
@@ -154,18 +198,28 @@ def main():
         t0 = cold[0][1] - cold[0][0]
         cold_total = max(ready for _, ready in cold.values()) - cold[0][0]
         others = max(DELAY[i] for i in range(1, 8))
-        rows.append(("cold: all 8 healthy (instance 0 builds the JIT kernels alone)", f"{cold_total:.1f} s",
-                     f"bound {t0:.1f} + {others} + 10 = {t0 + others + 10:.1f} s",
-                     f"one after another: {t0 + sum(DELAY[i] for i in range(1, 8)):.1f} s"))  # fmt: skip
+        rows.append(
+            (
+                "cold: all 8 healthy (instance 0 builds the JIT kernels alone)",
+                f"{cold_total:.1f} s",
+                f"bound {t0:.1f} + {others} + 10 = {t0 + others + 10:.1f} s",
+                f"one after another: {t0 + sum(DELAY[i] for i in range(1, 8)):.1f} s",
+            )
+        )
 
         in_ct("systemctl stop sglang@{0..7}.service")
         since = time.time()
         site(inventory, "--tags", "services", "-e", extra)
         warm = start_times(since)
         warm_total = max(ready for _, ready in warm.values()) - min(start for start, _ in warm.values())
-        rows.append(("warm: all 8 healthy (together)", f"{warm_total:.1f} s",
-                     f"bound {max(DELAY.values())} + 10 = {max(DELAY.values()) + 10} s",
-                     f"one after another: {sum(DELAY.values())} s"))  # fmt: skip
+        rows.append(
+            (
+                "warm: all 8 healthy (together)",
+                f"{warm_total:.1f} s",
+                f"bound {max(DELAY.values())} + 10 = {max(DELAY.values()) + 10} s",
+                f"one after another: {sum(DELAY.values())} s",
+            )
+        )
 
         in_ct(f"systemctl stop sglang@{{0..7}}.service && rm -rf {JIT}/.cache/flashinfer")
         in_ct("systemctl start sglang@{0..7}.service")  # all 8 at the same moment, as at boot
@@ -182,8 +236,10 @@ def main():
 
 
 def print_rows(rows):
-    print(f"site.yml in the lab, {time.strftime('%Y-%m-%d')}: {os.cpu_count()} cores, "
-          f"{platform.system()} {platform.release()}, Python {platform.python_version()}")  # fmt: skip
+    print(
+        f"site.yml in the lab, {time.strftime('%Y-%m-%d')}: {os.cpu_count()} cores, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
     print("| measure | time | against | note |\n|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")

@@ -48,11 +48,40 @@ PATTERNS = (
 BARE = {"when", "changed_when", "failed_when", "until", "break_when", "that"}
 # filters and tests that select, transform or combine data: a loop or a computation written in Jinja
 SHAPING = {
-    "batch", "combine", "community.general.dict", "dict", "dict2items", "difference", "flatten", "groupby",
-    "intersect", "items2dict", "map", "max", "min", "namespace", "product", "regex_findall",
-    "regex_replace", "regex_search", "reject", "rejectattr", "select", "selectattr", "slice", "sort", "split",
-    "subelements", "sum", "symmetric_difference", "ternary", "union", "unique", "zip", "zip_longest",
-}  # fmt: skip
+    "batch",
+    "combine",
+    "community.general.dict",
+    "dict",
+    "dict2items",
+    "difference",
+    "flatten",
+    "groupby",
+    "intersect",
+    "items2dict",
+    "map",
+    "max",
+    "min",
+    "namespace",
+    "product",
+    "regex_findall",
+    "regex_replace",
+    "regex_search",
+    "reject",
+    "rejectattr",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "split",
+    "subelements",
+    "sum",
+    "symmetric_difference",
+    "ternary",
+    "union",
+    "unique",
+    "zip",
+    "zip_longest",
+}
 STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 CALLED = re.compile(r"(?:\|\s*|\bis\s+(?:not\s+)?)([A-Za-z_][A-Za-z0-9_.]*)")

@@ -44,10 +44,23 @@ BUILTIN = {  # argparse's own actions, by the name `action=` takes
 }
 # dunders a stub must not have: Python probes them to choose how to treat an object
 PROTOCOL = {
-    "__get__", "__set__", "__delete__", "__set_name__", "__wrapped__", "__signature__", "__origin__",
-    "__args__", "__parameters__", "__dataclass_fields__", "__fspath__",
-    "__code__", "__isabstractmethod__", "__class_getitem__", "__init_subclass__", "__getstate__",
-}  # fmt: skip
+    "__get__",
+    "__set__",
+    "__delete__",
+    "__set_name__",
+    "__wrapped__",
+    "__signature__",
+    "__origin__",
+    "__args__",
+    "__parameters__",
+    "__dataclass_fields__",
+    "__fspath__",
+    "__code__",
+    "__isabstractmethod__",
+    "__class_getitem__",
+    "__init_subclass__",
+    "__getstate__",
+}
 # what a CUDA build of torch lacks (sglang tells the platform apart by hasattr(torch, "npu") etc.)
 ABSENT = {"torch": {"npu", "hpu", "musa", "mlu"}}
 IMPLIED_NARGS = {"store_true", "store_false", "store_const", "append_const", "count", "BooleanOptionalAction"}

@@ -64,16 +64,41 @@ def cluster_status(root):
     members = read_members(root)
     local = members["nodename"]
     if "nodelist" not in members:
-        return [{"type": "node", "id": f"node/{local}", "name": local, "ip": "127.0.0.1", "local": 1,
-                 "nodeid": 0, "online": 1, "level": ""}]  # fmt: skip
+        return [
+            {
+                "type": "node",
+                "id": f"node/{local}",
+                "name": local,
+                "ip": "127.0.0.1",
+                "local": 1,
+                "nodeid": 0,
+                "online": 1,
+                "level": "",
+            }
+        ]
     res = []
     if "cluster" in members:
         c = members["cluster"]
-        res.append({"type": "cluster", "id": "cluster", "nodes": c["nodes"], "version": c["version"],
-                    "name": c["name"], "quorate": c["quorate"]})  # fmt: skip
+        res.append(
+            {
+                "type": "cluster",
+                "id": "cluster",
+                "nodes": c["nodes"],
+                "version": c["version"],
+                "name": c["name"],
+                "quorate": c["quorate"],
+            }
+        )
     for name, d in members["nodelist"].items():
-        entry = {"type": "node", "id": f"node/{name}", "name": name, "nodeid": d["id"],
-                 "local": 1 if name == local else 0, "online": d["online"], "level": ""}  # fmt: skip
+        entry = {
+            "type": "node",
+            "id": f"node/{name}",
+            "name": name,
+            "nodeid": d["id"],
+            "local": 1 if name == local else 0,
+            "online": d["online"],
+            "level": "",
+        }
         if "ip" in d:
             entry["ip"] = d["ip"]
         res.append(entry)
@@ -86,10 +111,28 @@ def cluster_resources(root):
     local = read_members(root)["nodename"]
     res = []
     for vmid, guest in sorted(vmlist(root).get("ids", {}).items()):
-        res.append({"id": f"{guest['type']}/{vmid}", "vmid": int(vmid), "node": guest["node"], "type": guest["type"],
-                    "status": guest_status(vmid, guest, local), "name": guest_name(root, vmid, guest),
-                    "uptime": 0, "template": 0, "maxcpu": 1, "cpu": 0, "maxmem": 536870912, "mem": 0,
-                    "maxdisk": 0, "disk": 0, "netin": 0, "netout": 0, "diskread": 0, "diskwrite": 0})  # fmt: skip
+        res.append(
+            {
+                "id": f"{guest['type']}/{vmid}",
+                "vmid": int(vmid),
+                "node": guest["node"],
+                "type": guest["type"],
+                "status": guest_status(vmid, guest, local),
+                "name": guest_name(root, vmid, guest),
+                "uptime": 0,
+                "template": 0,
+                "maxcpu": 1,
+                "cpu": 0,
+                "maxmem": 536870912,
+                "mem": 0,
+                "maxdisk": 0,
+                "disk": 0,
+                "netin": 0,
+                "netout": 0,
+                "diskread": 0,
+                "diskwrite": 0,
+            }
+        )
     return res
 
 
@@ -112,8 +155,9 @@ def handler(root, token):
             url = urlsplit(self.path)
             if self.headers.get("Authorization", "") != f"PVEAPIToken={token}":
                 # PVE::APIServer::AnyEvent: a missing or wrong token is 401 with the reason as status text
-                self.answer(401, {"data": None}, "invalid token value!" if "Authorization" in self.headers
-                            else "No ticket")  # fmt: skip
+                self.answer(
+                    401, {"data": None}, "invalid token value!" if "Authorization" in self.headers else "No ticket"
+                )
                 return
             query = parse_qs(url.query)
             if url.path == "/api2/json/cluster/status":

@@ -75,8 +75,12 @@ MOUNT_ATTR_RDONLY, AT_FDCWD, CLONE_NEWNS = 0x1, -100, 0x00020000
 
 
 class MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]  # fmt: skip
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
 
 
 def hotplug_mount(pid: int, source: str, target: str, read_only: bool) -> None:
@@ -90,8 +94,12 @@ def hotplug_mount(pid: int, source: str, target: str, read_only: bool) -> None:
     try:
         if read_only:
             attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-            if libc.syscall(SYS_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr),
-                            ctypes.sizeof(attr)) < 0:  # fmt: skip
+            if (
+                libc.syscall(
+                    SYS_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)
+                )
+                < 0
+            ):
                 raise OSError(ctypes.get_errno(), "mount_setattr")
         child = os.fork()
         if child == 0:  # setns(CLONE_NEWNS) needs a single-threaded process, and changes its root

@@ -756,10 +756,21 @@ def cmd_destroy(args: list[str]) -> None:
 
 
 COMMANDS = {
-    "create": cmd_create, "set": cmd_set, "config": cmd_config, "pending": cmd_pending, "start": cmd_start,
-    "stop": cmd_stop, "shutdown": cmd_shutdown, "reboot": cmd_reboot, "status": cmd_status, "list": cmd_list,
-    "exec": cmd_exec, "push": cmd_push, "pull": cmd_pull, "destroy": cmd_destroy,
-}  # fmt: skip
+    "create": cmd_create,
+    "set": cmd_set,
+    "config": cmd_config,
+    "pending": cmd_pending,
+    "start": cmd_start,
+    "stop": cmd_stop,
+    "shutdown": cmd_shutdown,
+    "reboot": cmd_reboot,
+    "status": cmd_status,
+    "list": cmd_list,
+    "exec": cmd_exec,
+    "push": cmd_push,
+    "pull": cmd_pull,
+    "destroy": cmd_destroy,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,13 +18,31 @@ SETTING = Path(os.environ.get("GPULXC_LAB_STATE", "/var/lib/gpulxc-lab")) / "pve
 DEFAULT = "9"
 
 RELEASES = {
-    "9": {"proxmox-ve": "9.1.0", "pve-manager": "9.1.1", "repoid": "42db4a6cf33dac83", "kernel": "6.17.2-1-pve",
-          "lxc-pve": "6.0.5-3", "pve-container": "6.1.10"},
-    "8": {"proxmox-ve": "8.4.0", "pve-manager": "8.4.14", "repoid": "b502d23c55afcba1", "kernel": "6.8.12-16-pve",
-          "lxc-pve": "6.0.0-1", "pve-container": "5.3.5"},
-    "8.1": {"proxmox-ve": "8.1.0", "pve-manager": "8.1.3", "repoid": "b46aac3b42da5d15", "kernel": "6.5.11-4-pve",
-            "lxc-pve": "5.0.2-4", "pve-container": "5.0.6"},
-}  # fmt: skip
+    "9": {
+        "proxmox-ve": "9.1.0",
+        "pve-manager": "9.1.1",
+        "repoid": "42db4a6cf33dac83",
+        "kernel": "6.17.2-1-pve",
+        "lxc-pve": "6.0.5-3",
+        "pve-container": "6.1.10",
+    },
+    "8": {
+        "proxmox-ve": "8.4.0",
+        "pve-manager": "8.4.14",
+        "repoid": "b502d23c55afcba1",
+        "kernel": "6.8.12-16-pve",
+        "lxc-pve": "6.0.0-1",
+        "pve-container": "5.3.5",
+    },
+    "8.1": {
+        "proxmox-ve": "8.1.0",
+        "pve-manager": "8.1.3",
+        "repoid": "b46aac3b42da5d15",
+        "kernel": "6.5.11-4-pve",
+        "lxc-pve": "5.0.2-4",
+        "pve-container": "5.0.6",
+    },
+}
 
 
 def setting() -> str:

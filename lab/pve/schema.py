@@ -21,16 +21,43 @@ from .config import ConfigError
 INT_KEYS = {"cores": (1, 8192), "cpuunits": (0, 500000), "memory": (16, None), "swap": (0, None), "tty": (0, 6)}
 BOOL_KEYS = {"onboot", "template", "protection", "unprivileged", "console", "debug"}
 STRING_KEYS = {
-    "lock", "arch", "ostype", "cpulimit", "hostname", "description", "searchdomain", "nameserver",
-    "timezone", "parent", "snaptime", "cmode", "entrypoint", "features", "env", "hookscript", "tags",
-    "startup", "rootfs",
-}  # fmt: skip
+    "lock",
+    "arch",
+    "ostype",
+    "cpulimit",
+    "hostname",
+    "description",
+    "searchdomain",
+    "nameserver",
+    "timezone",
+    "parent",
+    "snaptime",
+    "cmode",
+    "entrypoint",
+    "features",
+    "env",
+    "hookscript",
+    "tags",
+    "startup",
+    "rootfs",
+}
 INDEXED = {"net": 32, "mp": 256, "unused": 256, "dev": 256}
 READ_ONLY = {"unprivileged"}
 FEATURES = {"mount", "nesting", "keyctl", "fuse", "mknod", "force_rw_sys"}
 ARCHES = {"amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"}
-OSTYPES = {"debian", "devuan", "ubuntu", "centos", "fedora", "opensuse", "archlinux", "alpine", "gentoo",
-           "nixos", "unmanaged"}  # fmt: skip
+OSTYPES = {
+    "debian",
+    "devuan",
+    "ubuntu",
+    "centos",
+    "fedora",
+    "opensuse",
+    "archlinux",
+    "alpine",
+    "gentoo",
+    "nixos",
+    "unmanaged",
+}
 HOTPLUG_FAST = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores", "tags", "lock"}
 
 
@@ -408,8 +435,18 @@ def _verify_mp(key: str, value: str) -> None:
         raise ConfigError(f"{key}: the lab supports bind mounts (an absolute host path) only, got '{volume}'")
 
 
-LOCKS = ["backup", "create", "destroyed", "disk", "fstrim", "migrate", "mounted", "rollback", "snapshot",
-         "snapshot-delete"]  # fmt: skip
+LOCKS = [
+    "backup",
+    "create",
+    "destroyed",
+    "disk",
+    "fstrim",
+    "migrate",
+    "mounted",
+    "rollback",
+    "snapshot",
+    "snapshot-delete",
+]
 
 # Top-level keys with a plain schema (pve-container $confdesc).
 TOP_DESC: dict[str, dict] = {

@@ -157,8 +157,15 @@ def status_rows(content: str | None = None, storage: str | None = None) -> list[
         enabled = not scfg.get("disable")
         if wanted and (not enabled or not wanted & scfg["content"]):
             continue
-        row = {"storage": storeid, "type": scfg["type"], "enabled": enabled, "active": False,
-               "total": 0, "used": 0, "avail": 0}  # fmt: skip
+        row = {
+            "storage": storeid,
+            "type": scfg["type"],
+            "enabled": enabled,
+            "active": False,
+            "total": 0,
+            "used": 0,
+            "avail": 0,
+        }
         if enabled:
             try:
                 base = backing_dir(storeid, scfg)
@@ -168,8 +175,12 @@ def status_rows(content: str | None = None, storage: str | None = None) -> list[
                 pass
             else:
                 # PVE::Tools::df: total = blocks, avail = bavail, used = total - bfree (x frsize)
-                row.update(active=True, total=st.f_blocks * st.f_frsize, avail=st.f_bavail * st.f_frsize,
-                           used=(st.f_blocks - st.f_bfree) * st.f_frsize)  # fmt: skip
+                row.update(
+                    active=True,
+                    total=st.f_blocks * st.f_frsize,
+                    avail=st.f_bavail * st.f_frsize,
+                    used=(st.f_blocks - st.f_bfree) * st.f_frsize,
+                )
         rows.append(row)
     if storage is not None and storage not in {r["storage"] for r in rows}:
         raise StorageError("400 Parameter verification failed.\nstorage: No such storage.")
@@ -179,16 +190,28 @@ def status_rows(content: str | None = None, storage: str | None = None) -> list[
 def format_status(rows: list[dict]) -> str:
     """pvesm.pm $print_status."""
     maxlen = max((len(r["storage"]) for r in rows), default=0) + 1
-    out = ["%-*s %10s %10s %15s %15s %15s %8s" % (maxlen, "Name", "Type", "Status", "Total (KiB)", "Used (KiB)",
-                                                  "Available (KiB)", "%")]  # fmt: skip
+    out = [
+        "%-*s %10s %10s %15s %15s %15s %8s"
+        % (maxlen, "Name", "Type", "Status", "Total (KiB)", "Used (KiB)", "Available (KiB)", "%")
+    ]
     for row in sorted(rows, key=lambda r: r["storage"]):
         active = "active" if row["active"] else "inactive"
         per = "% 7.2f%%" % (row["used"] * 100 / row["total"] if row["total"] > 0 else 0)
         if not row["enabled"]:
             active, per = "disabled", "% 8s" % "N/A"
-        out.append("%-*s %10s %10s %15d %15d %15d %s" % (maxlen, row["storage"], row["type"], active,
-                                                          row["total"] // 1024, row["used"] // 1024,
-                                                          row["avail"] // 1024, per))  # fmt: skip
+        out.append(
+            "%-*s %10s %10s %15d %15d %15d %s"
+            % (
+                maxlen,
+                row["storage"],
+                row["type"],
+                active,
+                row["total"] // 1024,
+                row["used"] // 1024,
+                row["avail"] // 1024,
+                per,
+            )
+        )
     return "\n".join(out) + "\n"
 
 

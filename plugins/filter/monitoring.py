@@ -17,17 +17,28 @@ from ansible.plugins.filter.core import to_bool, to_nice_json
 
 # What the plan reads: the role's variables of those names (preflight.yml passes each).
 SETTINGS = (
-    "sglang_monitoring_dir", "sglang_monitoring_host", "sglang_monitoring_address",
-    "sglang_monitoring_scrape_interval", "sglang_monitoring_credentials_file", "sglang_monitoring_down_for",
-    "sglang_monitoring_unhealthy_for", "sglang_monitoring_queue_threshold", "sglang_monitoring_queue_for",
-    "sglang_monitoring_kv_cache_threshold", "sglang_monitoring_kv_cache_for", "sglang_monitoring_services",
+    "sglang_monitoring_dir",
+    "sglang_monitoring_host",
+    "sglang_monitoring_address",
+    "sglang_monitoring_scrape_interval",
+    "sglang_monitoring_credentials_file",
+    "sglang_monitoring_down_for",
+    "sglang_monitoring_unhealthy_for",
+    "sglang_monitoring_queue_threshold",
+    "sglang_monitoring_queue_for",
+    "sglang_monitoring_kv_cache_threshold",
+    "sglang_monitoring_kv_cache_for",
+    "sglang_monitoring_services",
     "sglang_monitoring_router",
-)  # fmt: skip
+)
 # the settings Prometheus reads as durations, in the order the message names them
 DURATIONS = (
-    "sglang_monitoring_scrape_interval", "sglang_monitoring_down_for", "sglang_monitoring_unhealthy_for",
-    "sglang_monitoring_queue_for", "sglang_monitoring_kv_cache_for",
-)  # fmt: skip
+    "sglang_monitoring_scrape_interval",
+    "sglang_monitoring_down_for",
+    "sglang_monitoring_unhealthy_for",
+    "sglang_monitoring_queue_for",
+    "sglang_monitoring_kv_cache_for",
+)
 DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
 
 
@@ -50,26 +61,36 @@ def _errors(s, front, host):
     messages = [
         "sglang_monitoring_dir %s is not an absolute path: set the directory of the Prometheus configuration on"
         " %s (for example /etc/prometheus/gpulxc)." % (_text(directory), _text(s["sglang_monitoring_host"]))
-        if not _text(directory).startswith("/") or "/../" in _text(directory) + "/" else "",
+        if not _text(directory).startswith("/") or "/../" in _text(directory) + "/"
+        else "",
         "%s: a Prometheus duration, such as 30s, 1m or 2h." % ", ".join(bad) if bad else "",
-        "sglang_monitoring_queue_threshold is %s; it must be 0 or more (requests waiting on one server)."
-        % _text(queue) if not isinstance(queue, Number) or queue < 0 else "",
+        "sglang_monitoring_queue_threshold is %s; it must be 0 or more (requests waiting on one server)." % _text(queue)
+        if not isinstance(queue, Number) or queue < 0
+        else "",
         "sglang_monitoring_kv_cache_threshold is %s; it must be a fraction between 0 and 1." % _text(kv_cache)
-        if not isinstance(kv_cache, Number) or not 0 < float(kv_cache) <= 1 else "",
+        if not isinstance(kv_cache, Number) or not 0 < float(kv_cache) <= 1
+        else "",
         "sglang_monitoring_address is empty: set where Prometheus reaches the container (a name or address)."
-        if not _text(s["sglang_monitoring_address"] or "") else "",
+        if not _text(s["sglang_monitoring_address"] or "")
+        else "",
         "sglang_monitoring_credentials_file %s is not an absolute path." % _text(credentials)
-        if credentials and not _text(credentials).startswith("/") else "",
+        if credentials and not _text(credentials).startswith("/")
+        else "",
         "the front of %s requires a client key (sglang_router_api_keys): set sglang_monitoring_credentials_file"
         " to a file on %s that holds one." % (host, _text(s["sglang_monitoring_host"]))
-        if to_bool(front.get("keyed", False)) and not credentials else "",
+        if to_bool(front.get("keyed", False)) and not credentials
+        else "",
         "no servers on %s (ansible_local.gpulxc_services): run sglang_services first (site.yml does)." % host
-        if not instances else "",
+        if not instances
+        else "",
         "no router front on %s publishes its metrics (ansible_local.gpulxc_router.front): run sglang_router"
-        " first (site.yml does)." % host if "metrics" not in front else "",
+        " first (site.yml does)." % host
+        if "metrics" not in front
+        else "",
         "the servers of %s run with sglang_services_enable_metrics false: nothing to scrape." % host
-        if instances and services.get("metric_labels") is None else "",
-    ]  # fmt: skip
+        if instances and services.get("metric_labels") is None
+        else "",
+    ]
     return [message for message in messages if message]
 
 
@@ -96,15 +117,30 @@ def monitoring_plan(settings, inventory_hostname):
     workers = metrics.get("workers") or {}
     # file_sd: the router's metrics, then each server's through the front (its path there), labelled with its GPU
     targets = [
-        {"targets": [endpoint], "labels": {**labels, "__metrics_path__": metrics.get("router"),
-                                           "component": "router", "instance": host + "/router"}},
+        {
+            "targets": [endpoint],
+            "labels": {
+                **labels,
+                "__metrics_path__": metrics.get("router"),
+                "component": "router",
+                "instance": host + "/router",
+            },
+        },
     ] + [
-        {"targets": [endpoint], "labels": {**labels, "__metrics_path__": workers[server["url"]], "component": "server",
-                                           "gpu": _text(server["gpu"]), "sglang_instance": server["name"],
-                                           "instance": "%s/%s" % (host, server["name"])}}
+        {
+            "targets": [endpoint],
+            "labels": {
+                **labels,
+                "__metrics_path__": workers[server["url"]],
+                "component": "server",
+                "gpu": _text(server["gpu"]),
+                "sglang_instance": server["name"],
+                "instance": "%s/%s" % (host, server["name"]),
+            },
+        }
         for server in services.get("instances") or []
         if server["url"] in workers
-    ]  # fmt: skip
+    ]
     return {
         "errors": _errors(s, front, host),
         "front": front,

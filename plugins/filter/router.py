@@ -18,13 +18,26 @@ from ansible_collections.gpulxc.sglang.plugins.test.plain_text import plain_text
 
 # What the plan reads: the role's variables of those names (preflight.yml passes each).
 SETTINGS = (
-    "sglang_router_version", "sglang_router_venv", "sglang_router_dir", "sglang_router_host", "sglang_router_port",
-    "sglang_router_smg_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
-    "sglang_router_tls_certificate", "sglang_router_tls_private_key", "sglang_router_tls_names",
-    "sglang_router_worker_urls", "sglang_router_services", "sglang_router_fleet_containers",
-    "sglang_router_worker_startup_check_interval", "sglang_router_shutdown_grace_period", "sglang_router_api_keys",
-    "sglang_router_worker_api_key", "sglang_router_worker_api_key_allow_plain_text",
-)  # fmt: skip
+    "sglang_router_version",
+    "sglang_router_venv",
+    "sglang_router_dir",
+    "sglang_router_host",
+    "sglang_router_port",
+    "sglang_router_smg_port",
+    "sglang_router_prometheus_host",
+    "sglang_router_prometheus_port",
+    "sglang_router_tls_certificate",
+    "sglang_router_tls_private_key",
+    "sglang_router_tls_names",
+    "sglang_router_worker_urls",
+    "sglang_router_services",
+    "sglang_router_fleet_containers",
+    "sglang_router_worker_startup_check_interval",
+    "sglang_router_shutdown_grace_period",
+    "sglang_router_api_keys",
+    "sglang_router_worker_api_key",
+    "sglang_router_worker_api_key_allow_plain_text",
+)
 PORTS = ("sglang_router_port", "sglang_router_smg_port", "sglang_router_prometheus_port")
 WILDCARDS = ("0.0.0.0", "::")
 
@@ -76,11 +89,14 @@ def _key_errors(keys):
     return plain if any(plain_text(key) for key in given) else "", [
         "sglang_router_api_keys entries %s (counted from 0): each needs a tenant without a colon or a space and a key"
         " without spaces around it (smg reads TENANT:KEY split at the first colon, each part trimmed)."
-        % ", ".join(unusable) if unusable else "",
+        % ", ".join(unusable)
+        if unusable
+        else "",
         "sglang_router_api_keys names a tenant more than once: %s." % ", ".join(repeated) if repeated else "",
         "sglang_router_api_keys holds the same key twice: give each tenant its own."
-        if len(_unique(given)) < len(keys) else "",
-    ]  # fmt: skip
+        if len(_unique(given)) < len(keys)
+        else "",
+    ]
 
 
 def _port_errors(ports, instance_ports):
@@ -114,17 +130,25 @@ def _tls_errors(s):
     bad_names = [n for n in names if not bind_address(n)] + [n for n in names if n in (*WILDCARDS, "")]
     return [
         "sglang_router_tls_certificate and sglang_router_tls_private_key go together: set both, or neither (the role"
-        " makes a certificate then)." if bool(len(certificate)) != bool(len(key)) else "",
+        " makes a certificate then)."
+        if bool(len(certificate)) != bool(len(key))
+        else "",
         "sglang_router_tls_certificate is not a PEM certificate (-----BEGIN CERTIFICATE-----)."
-        if len(certificate) and "-----BEGIN CERTIFICATE-----" not in str(certificate) else "",
+        if len(certificate) and "-----BEGIN CERTIFICATE-----" not in str(certificate)
+        else "",
         "sglang_router_tls_private_key is not a PEM private key (-----BEGIN ... PRIVATE KEY-----)."
-        if len(key) and not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", str(key)) else "",
+        if len(key) and not re.search(r"-----BEGIN [A-Z ]*PRIVATE KEY-----", str(key))
+        else "",
         "sglang_router_tls_private_key is written in plain text (an inventory, a vars file, a playbook or the command"
         " line): keep it in Ansible Vault, a lookup (of a root-only file on the controller, for example) or an"
-        " extra-vars file passed with -e @file." if len(key) and plain_text(key) else "",
+        " extra-vars file passed with -e @file."
+        if len(key) and plain_text(key)
+        else "",
         "sglang_router_tls_names: %s is not a host name or an IP address (each is one name the made certificate"
-        " holds)." % ", ".join(bad_names) if bad_names else "",
-    ]  # fmt: skip
+        " holds)." % ", ".join(bad_names)
+        if bad_names
+        else "",
+    ]
 
 
 def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname=""):
@@ -156,33 +180,46 @@ def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname="
         *given["errors"],
         *[
             "%s %s is neither an IP address nor a host name." % (name, str(s[name]))
-            for name in ("sglang_router_host", "sglang_router_prometheus_host") if not bind_address(s[name])
+            for name in ("sglang_router_host", "sglang_router_prometheus_host")
+            if not bind_address(s[name])
         ],
         "sglang_router_fleet_containers: %s is no other host of the inventory (each is a container whose published"
-        " instances this router fronts)." % ", ".join(fleet) if fleet else "",
+        " instances this router fronts)." % ", ".join(fleet)
+        if fleet
+        else "",
         "no worker: set sglang_router_worker_urls or run sglang_services first."
-        if not (s["sglang_router_worker_urls"] or _field(services, "instances", ["not read yet"])) else "",
+        if not (s["sglang_router_worker_urls"] or _field(services, "instances", ["not read yet"]))
+        else "",
         "sglang_router_host %s is reachable from other machines: set sglang_router_api_keys (docs/secrets.md says"
-        " from where), or bind 127.0.0.1." % str(host) if not (loopback(host) or api_keys) else "",
+        " from where), or bind 127.0.0.1." % str(host)
+        if not (loopback(host) or api_keys)
+        else "",
         plain_keys,
         "sglang_router_worker_api_key is written in plain text (an inventory, a vars file, a playbook or the command"
         " line): keep it in Ansible Vault, a lookup or an extra-vars file passed with -e @file (playbooks/router.yml"
         " passes the key of the servers by default), or set sglang_router_worker_api_key_allow_plain_text to true to"
-        " accept it." if len(worker_key or "") and plain_text(worker_key)
-        and not boolean(s["sglang_router_worker_api_key_allow_plain_text"], strict=False) else "",
+        " accept it."
+        if len(worker_key or "")
+        and plain_text(worker_key)
+        and not boolean(s["sglang_router_worker_api_key_allow_plain_text"], strict=False)
+        else "",
         *key_errors,
         "sglang_router_worker_startup_check_interval is %s; it must be 1 or more (seconds between probes of a"
         " starting worker)." % str(s["sglang_router_worker_startup_check_interval"])
-        if _int(s["sglang_router_worker_startup_check_interval"]) < 1 else "",
+        if _int(s["sglang_router_worker_startup_check_interval"]) < 1
+        else "",
         "sglang_router_shutdown_grace_period is %s; it must be 1 or more (seconds smg serves what runs after"
         " SIGTERM)." % str(s["sglang_router_shutdown_grace_period"])
-        if _int(s["sglang_router_shutdown_grace_period"]) < 1 else "",
+        if _int(s["sglang_router_shutdown_grace_period"]) < 1
+        else "",
         *_same_ports(ports),
         "sglang_router_prometheus_host %s is reachable from other machines, and the metrics listener of smg has no"
         " key or TLS: keep it on 127.0.0.1; the front serves it at /metrics on sglang_router_port, with a client key."
-        % str(prometheus_host) if not loopback(prometheus_host) else "",
+        % str(prometheus_host)
+        if not loopback(prometheus_host)
+        else "",
         *_tls_errors(s),
-    ]  # fmt: skip
+    ]
     tls = not loopback(host)
     front_dir = "%s/front" % s["sglang_router_dir"]
     # where clients reach the router (front/front.json, for gpulxc.sglang.stack_info; key order kept for the file)
@@ -213,12 +250,16 @@ def router_plan(settings, fleet_instances=(), inventory=(), inventory_hostname="
         "requirements": ["smg==%s" % s["sglang_router_version"]],
         # what each unit reads: a change restarts that one
         "smg_files": [
-            "/usr/local/lib/smg-launch.py", "%s/router-args.json" % s["sglang_router_dir"],
+            "/usr/local/lib/smg-launch.py",
+            "%s/router-args.json" % s["sglang_router_dir"],
             "/etc/systemd/system/smg.service",
         ],
-        "front_files": ["/usr/local/lib/smg-front-keys.py", "%s/nginx.conf" % front_dir,
-                        "/etc/systemd/system/smg-front.service"],
-    }  # fmt: skip
+        "front_files": [
+            "/usr/local/lib/smg-front-keys.py",
+            "%s/nginx.conf" % front_dir,
+            "/etc/systemd/system/smg-front.service",
+        ],
+    }
 
 
 def _changed(result):

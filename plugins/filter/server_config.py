@@ -101,8 +101,13 @@ def _human_readable_int(text):
 
 
 # the parser's type functions (sglang/srt/server_args.py), applied to the string the merger passes
-CONVERT = {"int": int, "float": float, "human_readable_int": _human_readable_int, "loads": json.loads,
-           "json_list_type": json.loads}  # fmt: skip
+CONVERT = {
+    "int": int,
+    "float": float,
+    "human_readable_int": _human_readable_int,
+    "loads": json.loads,
+    "json_list_type": json.loads,
+}
 
 
 def _shape_problem(kind, value, shown):

@@ -76,12 +76,16 @@ def _parts(url):
     wrong = [
         (split.scheme.lower() not in ("http", "https"), "needs the scheme http:// or https://"),
         (not split.hostname, "names no host"),
-        (split.username is not None or split.password is not None,
-         "carries credentials: smg would log them; give the servers' key in sglang_services_api_key"),
-        (split.path not in ("", "/") or split.query or split.fragment,
-         "has a path, query or fragment: a worker is scheme://host:port"),
+        (
+            split.username is not None or split.password is not None,
+            "carries credentials: smg would log them; give the servers' key in sglang_services_api_key",
+        ),
+        (
+            split.path not in ("", "/") or split.query or split.fragment,
+            "has a path, query or fragment: a worker is scheme://host:port",
+        ),
         (port is not None and not 1 <= port <= 65535, "has a port outside 1 to 65535"),
-    ]  # fmt: skip
+    ]
     reasons = [why for bad, why in wrong if bad]
     return reasons[0] if reasons else (split.scheme.lower(), split.hostname.lower(), port)
 

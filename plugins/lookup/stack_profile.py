@@ -66,8 +66,11 @@ def _cuda_problems(cuda):
     if not isinstance(cuda, dict):
         return ["cuda must be a mapping (family, runtime, runtime_override, nvrtc)"]
     errors = [] if _versions(cuda.get("family")) else ["cuda.family must map the compiler wheels to exact versions"]
-    errors += [f"cuda.{key} must be an exact version" for key in ("runtime", "nvrtc")
-               if not isinstance(cuda.get(key), (str, int, float))]  # fmt: skip
+    errors += [
+        f"cuda.{key} must be an exact version"
+        for key in ("runtime", "nvrtc")
+        if not isinstance(cuda.get(key), (str, int, float))
+    ]
     if not isinstance(cuda.get("runtime_override"), bool):
         errors.append("cuda.runtime_override must be true or false")
     return errors

@@ -58,15 +58,17 @@ def parse_query_csv(text):
             raise GpuError("nvidia-smi: unexpected query output line: %s" % line)
         row = dict(zip(QUERY_FIELDS, cells))  # noqa: B905 (lengths checked above; no strict= before Python 3.10)
         memory = re.match(r"(\d+)", row["memory.total"])
-        gpus.append({
-            "index": int(row["index"]),
-            "name": row["name"],
-            "uuid": row["uuid"],
-            "compute_capability": row["compute_cap"],
-            "memory_total_mib": int(memory.group(1)) if memory else None,
-            "driver_version": row["driver_version"],
-            "pci_bus_id": row["pci.bus_id"],
-        })  # fmt: skip
+        gpus.append(
+            {
+                "index": int(row["index"]),
+                "name": row["name"],
+                "uuid": row["uuid"],
+                "compute_capability": row["compute_cap"],
+                "memory_total_mib": int(memory.group(1)) if memory else None,
+                "driver_version": row["driver_version"],
+                "pci_bus_id": row["pci.bus_id"],
+            }
+        )
     return gpus
 
 
@@ -87,16 +89,19 @@ def check(gpus, driver_version, *, compute_capabilities=None, count=None, min_co
     if wanted:
         for gpu in gpus:
             if gpu["compute_capability"] not in wanted:
-                errors.append("GPU %d (%s, %s) has compute capability %s; required: %s"
-                              % (gpu["index"], gpu["name"], gpu["pci_bus_id"], gpu["compute_capability"],
-                                 ", ".join(wanted)))  # fmt: skip
+                errors.append(
+                    "GPU %d (%s, %s) has compute capability %s; required: %s"
+                    % (gpu["index"], gpu["name"], gpu["pci_bus_id"], gpu["compute_capability"], ", ".join(wanted))
+                )
     if count is not None and len(gpus) != count:
         errors.append("found %d GPU(s), exactly %d required" % (len(gpus), count))
     if min_count is not None and len(gpus) < min_count:
         errors.append("found %d GPU(s), at least %d required" % (len(gpus), min_count))
     if min_driver and driver_version and version_tuple(driver_version) < version_tuple(min_driver):
-        errors.append("driver %s is older than the required %s (CUDA 13 needs R580 or newer): update the node's "
-                      "driver and the container's userspace together" % (driver_version, min_driver))  # fmt: skip
+        errors.append(
+            "driver %s is older than the required %s (CUDA 13 needs R580 or newer): update the node's "
+            "driver and the container's userspace together" % (driver_version, min_driver)
+        )
     return errors
 
 
@@ -114,15 +119,17 @@ def from_nvml(pynvml):
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            gpus.append({
-                "index": index,
-                "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
-                "compute_capability": "%d.%d" % (major, minor),
-                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
-                "driver_version": driver,
-                "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-            })  # fmt: skip
+            gpus.append(
+                {
+                    "index": index,
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                    "compute_capability": "%d.%d" % (major, minor),
+                    "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
+                    "driver_version": driver,
+                    "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                }
+            )
     finally:
         pynvml.nvmlShutdown()
     return gpus, driver, "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)

@@ -322,8 +322,12 @@ def parse_raw_line(line):
 def gpu_indexes(conf):
     """The N of each /dev/nvidiaN a parsed config passes through: devN (current and pending) and the lxc
     passthrough mode's bind mounts (lxc.mount.entry: /dev/nvidiaN dev/nvidiaN ...)."""
-    paths = [identity("dev", value) for section in (conf["main"], conf["pending"])
-             for key, value in section.items() if family(key) == "dev"]  # fmt: skip
+    paths = [
+        identity("dev", value)
+        for section in (conf["main"], conf["pending"])
+        for key, value in section.items()
+        if family(key) == "dev"
+    ]
     paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
     return sorted({int(gpu.group(1)) for gpu in (re.fullmatch(r"/dev/nvidia([0-9]+)", path) for path in paths) if gpu})
 
@@ -336,8 +340,12 @@ def passes_nvidia(conf, majors):
     """Whether a parsed config passes an NVIDIA device node through: a devN (current or pending) or a raw
     lxc.mount.entry of a /dev/nvidia* node, or a raw device cgroup rule allowing one of the NVIDIA drivers'
     character majors (195, and nvidia-uvm's and nvidia-caps' from /proc/devices)."""
-    paths = [identity("dev", value) for section in (conf["main"], conf["pending"])
-             for key, value in section.items() if family(key) == "dev"]  # fmt: skip
+    paths = [
+        identity("dev", value)
+        for section in (conf["main"], conf["pending"])
+        for key, value in section.items()
+        if family(key) == "dev"
+    ]
     paths += [value.split()[0] for key, value in conf["lxc"] if key == "lxc.mount.entry" and value.split()]
     if any(path.startswith("/dev/nvidia") for path in paths):
         return True

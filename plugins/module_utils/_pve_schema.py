@@ -45,8 +45,9 @@ def is_integer(value):
 def is_number(value):
     if isinstance(value, bool):
         return False
-    return isinstance(value, (int, float)) or bool(re.match(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$",
-                                                            str(value)))  # fmt: skip
+    return isinstance(value, (int, float)) or bool(
+        re.match(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$", str(value))
+    )
 
 
 def _ip(value, version):
@@ -68,13 +69,19 @@ def _mac(value):
 
 
 def _ipv4_config(value):
-    return None if value in ("dhcp", "manual") or _cidr(value, 4) else (
-        "value does not look like a valid ipv4 network configuration")  # fmt: skip
+    return (
+        None
+        if value in ("dhcp", "manual") or _cidr(value, 4)
+        else ("value does not look like a valid ipv4 network configuration")
+    )
 
 
 def _ipv6_config(value):
-    return None if value in ("auto", "dhcp", "manual") or _cidr(value, 6) else (
-        "value does not look like a valid ipv6 network configuration")  # fmt: skip
+    return (
+        None
+        if value in ("auto", "dhcp", "manual") or _cidr(value, 6)
+        else ("value does not look like a valid ipv6 network configuration")
+    )
 
 
 def _ipv4(value):

@@ -82,8 +82,9 @@ class Router:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         try:
-            with open_url(self.url + path, data=data, headers=headers, method=method, timeout=self.timeout,
-                          use_proxy=False) as response:  # fmt: skip
+            with open_url(
+                self.url + path, data=data, headers=headers, method=method, timeout=self.timeout, use_proxy=False
+            ) as response:
                 status, text = response.status, response.read()
         except urllib.error.HTTPError as error:
             status, text = error.code, error.read()

@@ -252,9 +252,21 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    result = {"changed": False, "purelib": "", "cuda_home": "", "error": "", "nvcc": False, "versions": {},
-              "nvcc_release": "", "cccl_missing": [], "flashinfer_cccl": {}, "ninja_up_to_date": False,
-              "libraries": {}, "ldd_error": "", "nvrtc_loads": False}  # fmt: skip
+    result = {
+        "changed": False,
+        "purelib": "",
+        "cuda_home": "",
+        "error": "",
+        "nvcc": False,
+        "versions": {},
+        "nvcc_release": "",
+        "cccl_missing": [],
+        "flashinfer_cccl": {},
+        "ninja_up_to_date": False,
+        "libraries": {},
+        "ldd_error": "",
+        "nvrtc_loads": False,
+    }
     rc, out, err = run(module, [os.path.join(params["venv"], "bin/python"), "-c", PURELIB])
     if rc == 0 and out.strip():
         # the stack's own directory where the venv is a link to one (sglang_stack): a server keeps the toolkit of

@@ -204,8 +204,12 @@ def regular_file(module, entry):
     if info is not None and stat.S_ISREG(info.st_mode):
         with open(path, "rb") as handle:
             old = handle.read()
-    same_meta = info is not None and stat.S_ISREG(info.st_mode) and (info.st_uid, info.st_gid) == (uid, gid) \
-        and stat.S_IMODE(info.st_mode) == mode  # fmt: skip
+    same_meta = (
+        info is not None
+        and stat.S_ISREG(info.st_mode)
+        and (info.st_uid, info.st_gid) == (uid, gid)
+        and stat.S_IMODE(info.st_mode) == mode
+    )
     if same_meta and old == content:
         return None
     if not module.check_mode:
@@ -245,16 +249,37 @@ def link(module, entry):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "directories": {"type": "list", "elements": "dict", "default": [], "options": {
-                "path": {"type": "path", "required": True}, **OWNED, "mode": {"type": "str", "default": "0755"}}},
-            "files": {"type": "list", "elements": "dict", "default": [], "options": {
-                "path": {"type": "path", "required": True}, "content": {"type": "str", "required": True}, **OWNED,
-                "mode": {"type": "str", "default": "0644"}, "secret": {"type": "bool", "default": False}}},
-            "links": {"type": "list", "elements": "dict", "default": [], "options": {
-                "path": {"type": "path", "required": True}, "src": {"type": "str", "required": True}}},
+            "directories": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    **OWNED,
+                    "mode": {"type": "str", "default": "0755"},
+                },
+            },
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "content": {"type": "str", "required": True},
+                    **OWNED,
+                    "mode": {"type": "str", "default": "0644"},
+                    "secret": {"type": "bool", "default": False},
+                },
+            },
+            "links": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {"path": {"type": "path", "required": True}, "src": {"type": "str", "required": True}},
+            },
         },
         supports_check_mode=True,
-    )  # fmt: skip
+    )
     diffs, changed_paths = [], []
     for option, apply in (("directories", directory), ("files", regular_file), ("links", link)):
         for entry in module.params[option]:

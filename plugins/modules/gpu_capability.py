@@ -126,15 +126,21 @@ def from_nvidia_smi(module):
     smi = module.params["nvidia_smi"]
     path = smi if "/" in smi else module.get_bin_path(smi)
     if not path:
-        module.fail_json(msg="%s not found: no NVIDIA driver userspace here. Is GPU passthrough configured and the "
-                         "node driver's userspace installed (gpulxc.sglang.pct_container)?" % smi)  # fmt: skip
+        module.fail_json(
+            msg="%s not found: no NVIDIA driver userspace here. Is GPU passthrough configured and the "
+            "node driver's userspace installed (gpulxc.sglang.pct_container)?" % smi
+        )
     rc, out, err = module.run_command([path, "--query-gpu=" + ",".join(nvidia.QUERY_FIELDS), "--format=csv,noheader"])
     if rc != 0:
         text = out + err
         if "No devices were found" in text:
             return [], None, None
-        module.fail_json(msg=nvidia.explain_failure(text, "nvidia-smi") or "nvidia-smi failed (%d): %s"
-                         % (rc, text.strip()), rc=rc, stdout=out, stderr=err)  # fmt: skip
+        module.fail_json(
+            msg=nvidia.explain_failure(text, "nvidia-smi") or "nvidia-smi failed (%d): %s" % (rc, text.strip()),
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
     gpus = nvidia.parse_query_csv(out)
     rc, header, _err = module.run_command([path])
     cuda = nvidia.parse_cuda_version(header) if rc == 0 else None
@@ -156,8 +162,10 @@ def main():
     params = module.params
     source = params["source"]
     if source == "nvml" and not HAS_PYNVML:
-        module.fail_json(msg="source=nvml: nvidia-ml-py is not importable by %s; install it or use source=auto"
-                         % __import__("sys").executable)  # fmt: skip
+        module.fail_json(
+            msg="source=nvml: nvidia-ml-py is not importable by %s; install it or use source=auto"
+            % __import__("sys").executable
+        )
     try:
         if source == "nvml" or (source == "auto" and HAS_PYNVML):
             gpus, driver, cuda = nvidia.from_nvml(pynvml)
@@ -179,8 +187,14 @@ def main():
         "cuda_driver_version": cuda,
         "source": used,
     }
-    errors = nvidia.check(gpus, driver, compute_capabilities=params["compute_capabilities"], count=params["count"],
-                          min_count=params["min_count"], min_driver=params["min_driver"])  # fmt: skip
+    errors = nvidia.check(
+        gpus,
+        driver,
+        compute_capabilities=params["compute_capabilities"],
+        count=params["count"],
+        min_count=params["min_count"],
+        min_driver=params["min_driver"],
+    )
     if not gpus and not errors:
         errors.append("no GPU visible (nvidia-smi: No devices were found): are /dev/nvidiaN passed through?")
     if errors:

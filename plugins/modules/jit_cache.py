@@ -176,8 +176,13 @@ def main():
                         shutil.rmtree(build_dir)
                     except OSError as error:
                         module.fail_json(msg=f"Cannot remove the unfinished JIT build {build_dir}: {error}")
-    result = {"changed": bool(removed), "warm": bool(finished), "finished": finished, "building": building,
-              "removed": removed}  # fmt: skip
+    result = {
+        "changed": bool(removed),
+        "warm": bool(finished),
+        "finished": finished,
+        "building": building,
+        "removed": removed,
+    }
     if module._diff and removed:
         result["diff"] = {"before": "".join(f"{d}/ (unfinished build)\n" for d in removed), "after": ""}
     module.exit_json(**result)

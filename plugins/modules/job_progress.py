@@ -161,15 +161,21 @@ def main():
         argument_spec={
             "results_file": {"type": "path", "required": True},
             "what": {"type": "str", "required": True},
-            "watch": {"type": "list", "elements": "dict", "default": [], "options": {
-                "path": {"type": "path", "required": True},
-                "name": {"type": "str", "required": True},
-                "total": {"type": "path"}}},
+            "watch": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "name": {"type": "str", "required": True},
+                    "total": {"type": "path"},
+                },
+            },
             "slice": {"type": "float", "default": 20},
             "resume": {"type": "dict"},
         },
         supports_check_mode=True,
-    )  # fmt: skip
+    )
     params = module.params
     if params["slice"] < 0:
         module.fail_json(msg=f"slice is {params['slice']}: give 0 (look once) or more seconds.")
@@ -194,8 +200,9 @@ def main():
     if failed:  # a command's own words are in its output: its msg only says "non-zero return code"
         detail = str(result.get("stderr") or result.get("stdout") or "").strip()
         message = str(result.get("msg", "")) + (f": {detail[-2000:]}" if detail else "")
-    module.exit_json(changed=False, done=done, progress=line, resume={"started": started}, job_failed=failed,
-                     job_msg=message)  # fmt: skip
+    module.exit_json(
+        changed=False, done=done, progress=line, resume={"started": started}, job_failed=failed, job_msg=message
+    )
 
 
 if __name__ == "__main__":

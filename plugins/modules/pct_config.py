@@ -230,9 +230,18 @@ class PctConfig:
         self.params = module.params
         self.vmid = self.params["vmid"]
         self.path = os.path.join(self.params["config_dir"], "%d.conf" % self.vmid)
-        self.result = {"changed": False, "created": False, "set": {}, "deleted": [], "lxc_added": [],
-                       "lxc_removed": [], "pending": [], "restart_required": False, "running": False,
-                       "kept": {}}  # fmt: skip
+        self.result = {
+            "changed": False,
+            "created": False,
+            "set": {},
+            "deleted": [],
+            "lxc_added": [],
+            "lxc_removed": [],
+            "pending": [],
+            "restart_required": False,
+            "running": False,
+            "kept": {},
+        }
         try:
             self.desired_lxc = [pctconf.parse_raw_line(line) for line in self.params["lxc"]]
         except pctconf.PctConfError as exc:
@@ -244,8 +253,12 @@ class PctConfig:
     def pct(self, *args):
         rc, out, err = self.module.run_command([self.params["pct"], *[str(a) for a in args]])
         if rc != 0:
-            self.module.fail_json(msg="pct %s failed: %s" % (" ".join(str(a) for a in args), (err or out).strip()),
-                                  rc=rc, stdout=out, stderr=err)  # fmt: skip
+            self.module.fail_json(
+                msg="pct %s failed: %s" % (" ".join(str(a) for a in args), (err or out).strip()),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
         return out
 
     def read(self):
@@ -284,8 +297,10 @@ class PctConfig:
                     break
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                        self.module.fail_json(msg="can't lock file '%s' - got timeout (CT %d's config is held by "
-                                              "another change)" % (lock, self.vmid))  # fmt: skip
+                        self.module.fail_json(
+                            msg="can't lock file '%s' - got timeout (CT %d's config is held by "
+                            "another change)" % (lock, self.vmid)
+                        )
                     time.sleep(0.05)
             yield
 
@@ -297,9 +312,11 @@ class PctConfig:
     def refuse_locked(self, conf):
         lock = conf["main"].get("lock")
         if lock:
-            self.module.fail_json(msg="CT %d is locked (%s): Proxmox refuses changes while it is (a backup, "
-                                  "migration or snapshot holds it); wait for it to finish, or clear a stale "
-                                  "lock with pct unlock %d" % (self.vmid, lock, self.vmid))  # fmt: skip
+            self.module.fail_json(
+                msg="CT %d is locked (%s): Proxmox refuses changes while it is (a backup, "
+                "migration or snapshot holds it); wait for it to finish, or clear a stale "
+                "lock with pct unlock %d" % (self.vmid, lock, self.vmid)
+            )
 
     def run(self):
         text = self.read_locked()
@@ -313,8 +330,10 @@ class PctConfig:
 
     def create(self):
         if not self.params["ostemplate"]:
-            self.module.fail_json(msg="CT %d does not exist on this node (%s missing) and no ostemplate was given"
-                                  % (self.vmid, self.path))  # fmt: skip
+            self.module.fail_json(
+                msg="CT %d does not exist on this node (%s missing) and no ostemplate was given"
+                % (self.vmid, self.path)
+            )
         asked = {**self.params["create_options"], **self.params["config"]}
         for fam, option in (("dev", "devices"), ("mp", "mounts")):
             asked.update(self.plan(fam, option, {})[0])
@@ -348,13 +367,21 @@ class PctConfig:
         for key in deleted:
             after.pop(key, None)
         after_lxc = [e for e in conf["lxc"] if e not in remove] + add
-        self.result.update(set=values, deleted=deleted, lxc_added=[": ".join(e) for e in add],
-                           lxc_removed=[": ".join(e) for e in remove])  # fmt: skip
+        self.result.update(
+            set=values,
+            deleted=deleted,
+            lxc_added=[": ".join(e) for e in add],
+            lxc_removed=[": ".join(e) for e in remove],
+        )
         changed = bool(values or deleted or remove or add)
         self.result["changed"] = changed
         if self.module._diff:
-            self.result["diff"] = {"before": pctconf.render(current, conf["lxc"]), "before_header": self.path,
-                                   "after": pctconf.render(after, after_lxc), "after_header": self.path}  # fmt: skip
+            self.result["diff"] = {
+                "before": pctconf.render(current, conf["lxc"]),
+                "before_header": self.path,
+                "after": pctconf.render(after, after_lxc),
+                "after_header": self.path,
+            }
         if not changed:
             return
         self.refuse_locked(conf)
@@ -416,18 +443,38 @@ class PctConfig:
         if self.module.check_mode and running:
             # predicted: what Proxmox would not hot-plug stays pending
             version = self.params["pve_container_version"]
-            pending = sorted(set(pending) | {k for k in self.result["set"] if not hotpluggable(k, conf, version)}
-                             | {k for k in self.result["deleted"] if not hot_deletable(k)})  # fmt: skip
+            pending = sorted(
+                set(pending)
+                | {k for k in self.result["set"] if not hotpluggable(k, conf, version)}
+                | {k for k in self.result["deleted"] if not hot_deletable(k)}
+            )
         raw_changed = bool(self.result["lxc_added"] or self.result["lxc_removed"])
-        self.result.update(config=conf["main"], pending=pending, running=running,
-                           restart_required=running and bool(pending or raw_changed))  # fmt: skip
+        self.result.update(
+            config=conf["main"],
+            pending=pending,
+            running=running,
+            restart_required=running and bool(pending or raw_changed),
+        )
 
 
 LOCK_DIR = "/run/lock/lxc"
 LOCK_TIMEOUT = 10
 
-HOTPLUG = {"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores", "tags", "lock",
-           "cpulimit", "cpuunits", "memory", "swap"}  # fmt: skip
+HOTPLUG = {
+    "description",
+    "onboot",
+    "startup",
+    "protection",
+    "hostname",
+    "hookscript",
+    "cores",
+    "tags",
+    "lock",
+    "cpulimit",
+    "cpuunits",
+    "memory",
+    "swap",
+}
 
 
 DEVICE_HOTPLUG_SINCE = (6, 0, 4)  # pve-container 6.0.4 (PVE 9): "implement device hotplug"

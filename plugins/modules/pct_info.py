@@ -435,8 +435,13 @@ def parse_pvesm_status(text):
             continue
         if len(fields) != 7 or not all(f.lstrip("-").isdigit() for f in fields[3:6]):
             raise ValueError("unexpected pvesm status line: %r" % line)
-        found[fields[0]] = {"type": fields[1], "status": fields[2], "total_kib": int(fields[3]),
-                            "used_kib": int(fields[4]), "avail_kib": int(fields[5])}  # fmt: skip
+        found[fields[0]] = {
+            "type": fields[1],
+            "status": fields[2],
+            "total_kib": int(fields[3]),
+            "used_kib": int(fields[4]),
+            "avail_kib": int(fields[5]),
+        }
     return found
 
 
@@ -480,8 +485,18 @@ class Probe:
 
     def storage(self, name):
         """`pvesm status --content rootdir`, then `pvesm status` when the storage is not listed."""
-        found = {"name": name, "exists": False, "rootdir": False, "type": "", "status": "", "total_kib": 0,
-                 "used_kib": 0, "avail_kib": 0, "rootdir_storages": [], "error": ""}  # fmt: skip
+        found = {
+            "name": name,
+            "exists": False,
+            "rootdir": False,
+            "type": "",
+            "status": "",
+            "total_kib": 0,
+            "used_kib": 0,
+            "avail_kib": 0,
+            "rootdir_storages": [],
+            "error": "",
+        }
         listed = self.pvesm_status("--content", "rootdir")
         if isinstance(listed, str):
             found["error"] = listed
@@ -567,8 +582,11 @@ class Probe:
             return {"version": "", "container": "", "error": "%s is missing" % self.params["pveversion"]}
         rc, out, err = self.run(self.params["pveversion"], "-v")
         if rc != 0:
-            return {"version": "", "container": "", "error": "%s -v failed (rc %s): %s"
-                    % (self.params["pveversion"], rc, (err or out).strip())}  # fmt: skip
+            return {
+                "version": "",
+                "container": "",
+                "error": "%s -v failed (rc %s): %s" % (self.params["pveversion"], rc, (err or out).strip()),
+            }
         return parse_pveversion(out)
 
     def container(self):

@@ -216,14 +216,18 @@ def parse_status(data):
         if not isinstance(entry, dict) or "type" not in entry:
             raise AnswerError("/cluster/status has an entry without a type: %r" % (entry,))
         if entry["type"] == "cluster":
-            cluster = {"name": str(entry.get("name", "")), "quorate": _bool(entry.get("quorate", 0)),
-                       "nodes": int(entry.get("nodes", 0))}  # fmt: skip
+            cluster = {
+                "name": str(entry.get("name", "")),
+                "quorate": _bool(entry.get("quorate", 0)),
+                "nodes": int(entry.get("nodes", 0)),
+            }
         elif entry["type"] == "node":
             if not isinstance(entry.get("name"), str) or not entry["name"]:
                 raise AnswerError("/cluster/status has a node without a name: %r" % (entry,))
             online, local = _bool(entry.get("online", 0)), _bool(entry.get("local", 0))
-            members.append({"name": entry["name"], "nodeid": int(entry.get("nodeid", 0)), "online": online,
-                            "local": local})  # fmt: skip
+            members.append(
+                {"name": entry["name"], "nodeid": int(entry.get("nodeid", 0)), "online": online, "local": local}
+            )
     if not members:
         raise AnswerError("/cluster/status lists no node")
     return cluster, sorted(members, key=lambda m: m["name"])
@@ -245,8 +249,14 @@ def find_guest(data, vmid):
         if entry_vmid == vmid:
             if not isinstance(entry.get("node"), str) or not entry["node"]:
                 raise AnswerError("/cluster/resources has guest %s without a node" % vmid)
-            return {"id": str(entry.get("id", "")), "vmid": entry_vmid, "node": entry["node"], "type": entry["type"],
-                    "name": str(entry.get("name") or ""), "status": str(entry.get("status") or "unknown")}  # fmt: skip
+            return {
+                "id": str(entry.get("id", "")),
+                "vmid": entry_vmid,
+                "node": entry["node"],
+                "type": entry["type"],
+                "name": str(entry.get("name") or ""),
+                "status": str(entry.get("status") or "unknown"),
+            }
     return {}
 
 
@@ -268,9 +278,15 @@ def decide(status, resources, vmid, node, hostname):
     local = next((m["name"] for m in members if m["local"]), "")
     node = node or local
     guest = find_guest(resources, vmid)
-    return {"cluster": cluster, "members": members, "local_node": local, "node": node,
-            "node_member": node in [m["name"] for m in members], "guest": guest,
-            "placement": placement(guest, node, hostname)}  # fmt: skip
+    return {
+        "cluster": cluster,
+        "members": members,
+        "local_node": local,
+        "node": node,
+        "node_member": node in [m["name"] for m in members],
+        "guest": guest,
+        "placement": placement(guest, node, hostname),
+    }
 
 
 def main():
@@ -297,9 +313,15 @@ def main():
     p = module.params
     where = "the Proxmox VE API at %s:%s as %s!%s" % (p["api_host"], p["api_port"], p["api_user"], p["api_token_id"])
     try:
-        api = ProxmoxAPI(p["api_host"], port=p["api_port"], user=p["api_user"], token_name=p["api_token_id"],
-                         token_value=p["api_token_secret"], timeout=p["timeout"],
-                         verify_ssl=(p["ca_path"] or True) if p["validate_certs"] else False)  # fmt: skip
+        api = ProxmoxAPI(
+            p["api_host"],
+            port=p["api_port"],
+            user=p["api_user"],
+            token_name=p["api_token_id"],
+            token_value=p["api_token_secret"],
+            timeout=p["timeout"],
+            verify_ssl=(p["ca_path"] or True) if p["validate_certs"] else False,
+        )
         status = api.cluster.status.get()
         resources = api.cluster.resources.get(type="vm")
     except Exception as e:  # proxmoxer's refusals (ResourceException), requests' connection and TLS errors

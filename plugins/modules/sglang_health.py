@@ -230,13 +230,16 @@ def given_up(unit, restarts_before, crash_restarts):
     if state in GIVEN_UP:
         return f"its unit is {state}: systemd will not start it again"
     if crash_restarts and restarts - restarts_before >= crash_restarts:
-        return (f"its unit restarted {restarts - restarts_before} times while waited for (NRestarts {restarts}):"
-                " it crashes at every start")  # fmt: skip
+        return (
+            f"its unit restarted {restarts - restarts_before} times while waited for (NRestarts {restarts}):"
+            " it crashes at every start"
+        )
     return None
 
 
-def wait_all(instances, deadline, timeout, interval, on_ready=None, *, crash_restarts=2, until=None, baseline=None,
-             started=None):  # fmt: skip
+def wait_all(
+    instances, deadline, timeout, interval, on_ready=None, *, crash_restarts=2, until=None, baseline=None, started=None
+):
     """Poll every instance's /health at once until ready, given up on by systemd, crashing at every start, the
     deadline (seconds after `started`, a time.time(); now by default) or `until` (a time.time() that ends this
     slice of the wait). on_ready(result) runs in the instance's thread, and a slice waits for it. The threads
@@ -310,14 +313,21 @@ SAMPLED = {"temperature": 0.7, "top_p": 0.9, "top_k": 20}  # the path that needs
 
 
 def chat(url, model, api_key, timeout):
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 8,
-                       **SAMPLED}).encode()  # fmt: skip
+    body = json.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 8, **SAMPLED}
+    ).encode()
     headers = {"content-type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     try:
-        with open_url(url.rstrip("/") + "/v1/chat/completions", data=body, headers=headers, method="POST",
-                      timeout=timeout, use_proxy=False) as response:  # fmt: skip
+        with open_url(
+            url.rstrip("/") + "/v1/chat/completions",
+            data=body,
+            headers=headers,
+            method="POST",
+            timeout=timeout,
+            use_proxy=False,
+        ) as response:
             reply = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError) as error:
         return f"chat completion failed: {error}"
@@ -342,22 +352,32 @@ def progress(results, waited, deadline, builds=None, units=None):
     healthy = counts.pop("healthy", 0)
     others = "".join(f", {n} {state}" for state, n in sorted(counts.items()))
     waiting = [r["name"] for r in results if r["state"] != "ready"]
-    jit = [f"{name}: JIT build {op} {duration(seconds)}" for name in waiting
-           for op, seconds in (builds or {}).get((units or {}).get(name), [])]  # fmt: skip
-    return (f"{healthy}/{len(results)} healthy{others} after {duration(waited)} of {duration(deadline)}"
-            + (f" (waiting for {', '.join(waiting)}{''.join(f'; {b}' for b in jit)})" if waiting else ""))  # fmt: skip
+    jit = [
+        f"{name}: JIT build {op} {duration(seconds)}"
+        for name in waiting
+        for op, seconds in (builds or {}).get((units or {}).get(name), [])
+    ]
+    return f"{healthy}/{len(results)} healthy{others} after {duration(waited)} of {duration(deadline)}" + (
+        f" (waiting for {', '.join(waiting)}{''.join(f'; {b}' for b in jit)})" if waiting else ""
+    )
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "instances": {"type": "list", "elements": "dict", "required": True, "options": {
-                "name": {"type": "str", "required": True},
-                "url": {"type": "str", "required": True},
-                "unit": {"type": "str"},
-                "index": {"type": "int"},  # the published instances' shape (ansible_local.gpulxc_services)
-                "gpu": {"type": "int"},
-                "port": {"type": "int"}}},
+            "instances": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "url": {"type": "str", "required": True},
+                    "unit": {"type": "str"},
+                    "index": {"type": "int"},  # the published instances' shape (ansible_local.gpulxc_services)
+                    "gpu": {"type": "int"},
+                    "port": {"type": "int"},
+                },
+            },
             "deadline": {"type": "int", "default": 1800},
             "request_timeout": {"type": "int", "default": 10},
             "interval": {"type": "float", "default": 1.0},
@@ -370,7 +390,7 @@ def main():
             "resume": {"type": "dict"},
         },
         supports_check_mode=True,
-    )  # fmt: skip
+    )
     RUN[:] = [module.run_command]
     params = module.params
     if params["crash_restarts"] < 0:
@@ -393,38 +413,59 @@ def main():
             if problem or result["chat_seconds"][-1] <= params["chat_fast"]:
                 break
             if time.time() >= end:
-                problem = (f"no sampled chat completion within {params['chat_fast']} s before the deadline"
-                           f" (took {result['chat_seconds']} s)")  # fmt: skip
+                problem = (
+                    f"no sampled chat completion within {params['chat_fast']} s before the deadline"
+                    f" (took {result['chat_seconds']} s)"
+                )
                 break
         result["chat"] = problem or "ok"
 
     waiting = [i for i in params["instances"] if i["name"] not in finished]
     polled = wait_all(
-        waiting, params["deadline"], params["request_timeout"], params["interval"],
-        smoke_test if params["chat"] else None, crash_restarts=params["crash_restarts"], baseline=baseline,
-        started=started, until=time.time() + params["slice"] if params["slice"] else None,
-    )  # fmt: skip
+        waiting,
+        params["deadline"],
+        params["request_timeout"],
+        params["interval"],
+        smoke_test if params["chat"] else None,
+        crash_restarts=params["crash_restarts"],
+        baseline=baseline,
+        started=started,
+        until=time.time() + params["slice"] if params["slice"] else None,
+    )
     by_name = {**finished, **{r["name"]: r for r in polled}}
     results = [by_name[i["name"]] for i in params["instances"]]
     gave_up = {r["name"]: r.pop("given_up", False) for r in results}
     unhealthy = [r for r in results if r["state"] != "ready"]
     units = {i["name"]: i.get("unit") for i in params["instances"]}
-    line = progress(results, time.time() - started, params["deadline"],
-                    running_builds() if len(results) > sum(r["state"] == "ready" for r in results) else None,
-                    units)  # fmt: skip
+    line = progress(
+        results,
+        time.time() - started,
+        params["deadline"],
+        running_builds() if len(results) > sum(r["state"] == "ready" for r in results) else None,
+        units,
+    )
     if params["slice"] and unhealthy and time.time() < end and not all(gave_up[r["name"]] for r in unhealthy):
         # only this slice of the wait is over: say how far it got, and what the next slice resumes from
         done = [r for r in results if r["state"] == "ready"]
-        module.exit_json(changed=False, done=False, healthy=False, progress=line, instances=results,
-                         resume={"started": started, "baseline": baseline, "finished": done})  # fmt: skip
+        module.exit_json(
+            changed=False,
+            done=False,
+            healthy=False,
+            progress=line,
+            instances=results,
+            resume={"started": started, "baseline": baseline, "finished": done},
+        )
     if unhealthy and system_state() == "stopping":
         # a shutdown or a reboot stops every unit: not a crash, and nothing the role can repair now
         module.fail_json(
             msg="the container is shutting down (a shutdown or a reboot: systemctl is-system-running says stopping),"
             f" which stopped {', '.join(r['name'] for r in unhealthy)} while waited for; not a crash: run the play"
             " again once the container is up",
-            instances=results, healthy=False, done=True, progress=line,
-        )  # fmt: skip
+            instances=results,
+            healthy=False,
+            done=True,
+            progress=line,
+        )
     if unhealthy:
         details = [
             f"{r['name']} ({r['url']}): {r['state']}; {unit_report(units[r['name']], params['journal_lines'])}"
@@ -432,15 +473,22 @@ def main():
         ]
         module.fail_json(
             msg=f"{len(unhealthy)} of {len(results)} SGLang servers not healthy "
-            + (f"after {params['deadline']} s (last seen: {line}): " if not all(gave_up[r["name"]] for r in unhealthy)
-               else "(systemd gave up on them or they crash at every start; not waited for): ")
+            + (
+                f"after {params['deadline']} s (last seen: {line}): "
+                if not all(gave_up[r["name"]] for r in unhealthy)
+                else "(systemd gave up on them or they crash at every start; not waited for): "
+            )
             + " | ".join(details),
-            instances=results, healthy=False, done=True, progress=line,
-        )  # fmt: skip
+            instances=results,
+            healthy=False,
+            done=True,
+            progress=line,
+        )
     failed = [f"{r['name']}: {r['chat']}" for r in results if r.get("chat", "ok") != "ok"]
     if failed:
-        module.fail_json(msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True, done=True,
-                         progress=line)  # fmt: skip
+        module.fail_json(
+            msg="smoke test failed: " + " | ".join(failed), instances=results, healthy=True, done=True, progress=line
+        )
     module.exit_json(changed=False, instances=results, healthy=True, done=True, progress=line)
 
 

@@ -274,14 +274,22 @@ def main():
         active, pid = props.get("ActiveState", ""), int(props.get("MainPID") or 0)
         expected = expected_for(index)
         environ = process_env(pid) if pid > 0 and expected else None
-        instances.append({
-            "index": index, "unit": unit, "active": active, "enabled": props.get("UnitFileState", ""),
-            "running": active in RUNNING, "failed": active == "failed", "main_pid": pid,
-            "stale_env": environ is not None and any(line not in environ for line in expected),
-            "share": share(pid, module.params["config_dir"], index)
-            if module.params["config_dir"] and active in RUNNING else None,
-            "drop_ins": hand_drop_ins(unit, props.get("DropInPaths", ""), kept),
-        })  # fmt: skip
+        instances.append(
+            {
+                "index": index,
+                "unit": unit,
+                "active": active,
+                "enabled": props.get("UnitFileState", ""),
+                "running": active in RUNNING,
+                "failed": active == "failed",
+                "main_pid": pid,
+                "stale_env": environ is not None and any(line not in environ for line in expected),
+                "share": share(pid, module.params["config_dir"], index)
+                if module.params["config_dir"] and active in RUNNING
+                else None,
+                "drop_ins": hand_drop_ins(unit, props.get("DropInPaths", ""), kept),
+            }
+        )
 
     def unwanted(unit):
         props = shown.get(unit, {})

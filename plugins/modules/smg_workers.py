@@ -170,9 +170,12 @@ def admit(module, router, urls, status, listed):
             break
         if time.monotonic() > deadline:
             states_text = ", ".join("%s is %s" % (url, status[url]) for url in not_ready)
-            module.fail_json(msg="smg_workers: the router at %s does not route to %s after %ss: %s" % (
-                router.url, ", ".join(not_ready), module.params["timeout"], states_text),
-                router=router.url, workers=status)  # fmt: skip
+            module.fail_json(
+                msg="smg_workers: the router at %s does not route to %s after %ss: %s"
+                % (router.url, ", ".join(not_ready), module.params["timeout"], states_text),
+                router=router.url,
+                workers=status,
+            )
         time.sleep(module.params["interval"])
         status, listed = states(router, urls)
     return added, status
@@ -213,8 +216,13 @@ def main():
             changed, after = admit(module, router, urls, before, listed)
     except SmgError as error:
         module.warn("smg_workers: %s; nothing done" % error)
-        module.exit_json(changed=False, router=None, workers={}, waited=round(time.monotonic() - started, 2),
-                         msg="%s; nothing done" % error)  # fmt: skip
+        module.exit_json(
+            changed=False,
+            router=None,
+            workers={},
+            waited=round(time.monotonic() - started, 2),
+            msg="%s; nothing done" % error,
+        )
     if module._diff:
         result["diff"] = {
             "before": "".join("%s %s\n" % item for item in sorted(before.items())),

@@ -191,8 +191,14 @@ def servers(directory):
             continue
         port = settings.get("port", "30000")
         port = int(port) if port.isdigit() else port
-        found.append({"instance": number, "host": settings.get("host") or "127.0.0.1", "port": port,
-                      "keyed": bool(settings.get("api-key"))})  # fmt: skip
+        found.append(
+            {
+                "instance": number,
+                "host": settings.get("host") or "127.0.0.1",
+                "port": port,
+                "keyed": bool(settings.get("api-key")),
+            }
+        )
     return found
 
 

@@ -230,8 +230,10 @@ class Stack:
         self.venv = os.path.normpath(params["venv"])
         self.python = os.path.join(self.venv, "bin", "python")
         if params["stacks_dir"] and not os.path.isabs(params["stacks_dir"]):
-            module.fail_json(msg=f"stacks_dir {params['stacks_dir']} is not an absolute path (sglang_stack_stacks_dir"
-                             " sets it): name one, or leave it empty to install the venv in place")  # fmt: skip
+            module.fail_json(
+                msg=f"stacks_dir {params['stacks_dir']} is not an absolute path (sglang_stack_stacks_dir"
+                " sets it): name one, or leave it empty to install the venv in place"
+            )
         # compared with the venv link's real path, so without links of its own
         self.stacks = os.path.realpath(params["stacks_dir"]) if params["stacks_dir"] else None
         if self.stacks and (self.stacks + os.sep).startswith(os.path.realpath(self.venv) + os.sep):
@@ -257,8 +259,10 @@ class Stack:
         try:
             handle = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         except OSError as err:
-            self.module.fail_json(msg=f"cannot open the shared uv cache's lock {path}: {err.strerror}"
-                                  " (uv_venv_cache_dir names the cache: it must be writable in the CT)")  # fmt: skip
+            self.module.fail_json(
+                msg=f"cannot open the shared uv cache's lock {path}: {err.strerror}"
+                " (uv_venv_cache_dir names the cache: it must be writable in the CT)"
+            )
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
             self.cache_wait += time.monotonic() - started
@@ -277,16 +281,33 @@ class Stack:
             with open(overrides, "w") as handle:
                 handle.write(self.want_overrides)
             rc, out, err = self.module.run_command(
-                [self.uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--python", self.resolver(),
-                 *self.index_args, requirements, "--override", overrides, "-o", lock]
-            )  # fmt: skip
+                [
+                    self.uv,
+                    "pip",
+                    "compile",
+                    "--quiet",
+                    "--no-header",
+                    "--generate-hashes",
+                    "--python",
+                    self.resolver(),
+                    *self.index_args,
+                    requirements,
+                    "--override",
+                    overrides,
+                    "-o",
+                    lock,
+                ]
+            )
             if rc != 0:
                 hint = self.module.params["failure_hint"]
                 self.module.fail_json(
                     msg=f"The resolve failed, nothing was installed or changed. {hint}".strip()
                     + f" uv said: {err.strip() or out.strip()}",
-                    rc=rc, stderr=err, requirements=self.want_requirements, overrides=self.want_overrides,
-                )  # fmt: skip
+                    rc=rc,
+                    stderr=err,
+                    requirements=self.want_requirements,
+                    overrides=self.want_overrides,
+                )
             with open(lock) as handle:
                 body = handle.read()
         return (
@@ -351,9 +372,18 @@ class Stack:
         reinstall = [arg for name in damaged for arg in ("--reinstall-package", name)]
         with self.cache_locked():
             rc, _out, err = self.module.run_command(
-                [self.uv, "pip", "sync", "--require-hashes", "--python", python, *self.index_args, *reinstall,
-                 self.lock_path]
-            )  # fmt: skip
+                [
+                    self.uv,
+                    "pip",
+                    "sync",
+                    "--require-hashes",
+                    "--python",
+                    python,
+                    *self.index_args,
+                    *reinstall,
+                    self.lock_path,
+                ]
+            )
         if rc != 0:
             self.module.fail_json(
                 msg=f"uv pip sync of {self.lock_path} failed (a file the index does not serve, or whose sha256"
@@ -403,9 +433,10 @@ class Stack:
         whole = [
             os.path.join(self.stacks, name)
             for name in os.listdir(self.stacks)
-            if STACK_NAME.fullmatch(name) and os.path.join(self.stacks, name) != target
+            if STACK_NAME.fullmatch(name)
+            and os.path.join(self.stacks, name) != target
             and os.path.exists(os.path.join(self.stacks, name, COMPLETE))
-        ]  # fmt: skip
+        ]
         return max(whole, key=lambda path: os.path.getmtime(os.path.join(path, COMPLETE)), default=None)
 
     def link(self, target):
@@ -444,7 +475,7 @@ class Stack:
             and os.path.join(self.stacks, name) != target
             and os.path.isdir(os.path.join(self.stacks, name))
             and not os.path.islink(os.path.join(self.stacks, name))
-        ]  # fmt: skip
+        ]
 
         def used_at(path):
             marker = os.path.join(path, COMPLETE)
@@ -522,8 +553,18 @@ class Stack:
 
     def run(self):
         check = self.module.check_mode
-        result = {"resolved": False, "synced": False, "drift": {}, "damaged": {}, "packages": 0, "lock": self.lock_path,
-                  "stack": self.venv, "switched": False, "previous": None, "pruned": []}  # fmt: skip
+        result = {
+            "resolved": False,
+            "synced": False,
+            "drift": {},
+            "damaged": {},
+            "packages": 0,
+            "lock": self.lock_path,
+            "stack": self.venv,
+            "switched": False,
+            "previous": None,
+            "pruned": [],
+        }
         diff = {"before": "", "after": ""}
         lock_text, result["resolved"], relabelled = self.inputs(diff)
         locked = pins(lock_text or "")
@@ -585,8 +626,10 @@ def main():
         supports_check_mode=True,
     )
     if module.params["keep_stacks"] < 1:
-        module.fail_json(msg=f"keep_stacks is {module.params['keep_stacks']}: at least 1 (the current stack)"
-                         " (sglang_stack_keep_stacks)")  # fmt: skip
+        module.fail_json(
+            msg=f"keep_stacks is {module.params['keep_stacks']}: at least 1 (the current stack)"
+            " (sglang_stack_keep_stacks)"
+        )
     for requirement in module.params["overrides"]:
         if not requirement_name(requirement):
             module.fail_json(msg=f"overrides: {requirement!r} is not a requirement (for example name==1.2.3)")

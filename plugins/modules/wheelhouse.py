@@ -193,8 +193,14 @@ class Wheelhouse:
         self.pending = {}  # lock files to write, by path, once every download succeeded
         self.index_args = ["--index-url", self.params["index_url"]]
         self.index_args += [arg for url in self.params["extra_index_urls"] for arg in ("--extra-index-url", url)]
-        self.result = {"changed": False, "resolved": [], "downloaded": [], "removed": [], "wheels": 0,
-                       "uv_wheel": self.uv_name}  # fmt: skip
+        self.result = {
+            "changed": False,
+            "resolved": [],
+            "downloaded": [],
+            "removed": [],
+            "wheels": 0,
+            "uv_wheel": self.uv_name,
+        }
 
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **self.result, **kwargs)
@@ -215,9 +221,11 @@ class Wheelhouse:
                 self.fail(f"locks: the name {entry['name']!r} must be lower-case letters, digits and dashes")
         rc, out, err = self.module.run_command([sys.executable, "-m", "pip", "--version"])
         if rc != 0:
-            self.fail(f"pip does not run in {sys.executable} on the builder ({err.strip() or out.strip()}): install "
-                      "pip for it (Debian: python3-pip), or build on another host (the wheelhouse role's "
-                      "wheelhouse_builder)")  # fmt: skip
+            self.fail(
+                f"pip does not run in {sys.executable} on the builder ({err.strip() or out.strip()}): install "
+                "pip for it (Debian: python3-pip), or build on another host (the wheelhouse role's "
+                "wheelhouse_builder)"
+            )
 
     # the uv wheel, and its uv
     def uv_wheel(self, tmp):
@@ -233,8 +241,10 @@ class Wheelhouse:
             shutil.copyfileobj(response, handle)
         got = sha256(self.new_uv)
         if got != self.params["uv_wheel_sha256"]:
-            self.fail(f"the uv wheel {self.params['uv_wheel_url']} has sha256 {got}, not the pinned "
-                      f"{self.params['uv_wheel_sha256']}: nothing was written")  # fmt: skip
+            self.fail(
+                f"the uv wheel {self.params['uv_wheel_url']} has sha256 {got}, not the pinned "
+                f"{self.params['uv_wheel_sha256']}: nothing was written"
+            )
         return self.new_uv
 
     def extract_uv(self, wheel_path, tmp):
@@ -251,9 +261,11 @@ class Wheelhouse:
         except OSError as error:
             rc, err = 1, str(error)
         if rc != 0:
-            self.fail(f"the uv of {self.uv_name} does not run on the builder ({err.strip()}): build the wheelhouse "
-                      "on a machine of the container's architecture (the wheelhouse role's wheelhouse_builder), or "
-                      "give the builder's uv wheel (uv_venv_uv_wheel_url, uv_venv_uv_wheel_sha256)")  # fmt: skip
+            self.fail(
+                f"the uv of {self.uv_name} does not run on the builder ({err.strip()}): build the wheelhouse "
+                "on a machine of the container's architecture (the wheelhouse role's wheelhouse_builder), or "
+                "give the builder's uv wheel (uv_venv_uv_wheel_url, uv_venv_uv_wheel_sha256)"
+            )
         return path
 
     # the locks
@@ -276,16 +288,36 @@ class Wheelhouse:
         with open(os.path.join(tmp, ovr), "w") as handle:
             handle.write(overrides)
         rc, out, err = self.module.run_command(
-            [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes", "--no-config",
-             "--python-version", self.params["python_version"], "--python-platform", self.params["platform"],
-             *self.index_args, req, "--override", ovr, "-o", lock],
+            [
+                uv,
+                "pip",
+                "compile",
+                "--quiet",
+                "--no-header",
+                "--generate-hashes",
+                "--no-config",
+                "--python-version",
+                self.params["python_version"],
+                "--python-platform",
+                self.params["platform"],
+                *self.index_args,
+                req,
+                "--override",
+                ovr,
+                "-o",
+                lock,
+            ],
             cwd=tmp,
             environ_update={"UV_CACHE_DIR": os.path.join(tmp, "uv-cache")},
-        )  # fmt: skip
+        )
         if rc != 0:
-            self.fail(f"the resolve of lock {name!r} for Python {self.params['python_version']} on "
-                      f"{self.params['platform']} failed; the wheelhouse was not changed. uv said: "
-                      f"{err.strip() or out.strip()}", rc=rc, requirements=requirements)  # fmt: skip
+            self.fail(
+                f"the resolve of lock {name!r} for Python {self.params['python_version']} on "
+                f"{self.params['platform']} failed; the wheelhouse was not changed. uv said: "
+                f"{err.strip() or out.strip()}",
+                rc=rc,
+                requirements=requirements,
+            )
         with open(os.path.join(tmp, lock)) as handle:
             return handle.read()
 
@@ -326,9 +358,11 @@ class Wheelhouse:
         for name, text in self.locks(tmp).items():
             pins, others = locked(text)
             if others:
-                self.fail(f"lock {name!r} holds requirements that are not wheels from an index: {others}. A "
-                          "wheelhouse holds only what an index serves: require name==version from an index "
-                          "(sglang_stack_extra_packages, sglang_stack_extra_index_urls)")  # fmt: skip
+                self.fail(
+                    f"lock {name!r} holds requirements that are not wheels from an index: {others}. A "
+                    "wheelhouse holds only what an index serves: require name==version from an index "
+                    "(sglang_stack_extra_packages, sglang_stack_extra_index_urls)"
+                )
             for project, (version, hashes) in pins.items():
                 wanted.setdefault((project, version), set()).update(hashes)
         return wanted
@@ -351,8 +385,12 @@ class Wheelhouse:
             if not good:
                 missing[project] = (version, hashes)
         projects = {project for project, _version in wanted}
-        remove = [f for project, files in present.items() for f, _digest in files
-                  if f not in keep and (self.params["prune"] or project in projects)]  # fmt: skip
+        remove = [
+            f
+            for project, files in present.items()
+            for f, _digest in files
+            if f not in keep and (self.params["prune"] or project in projects)
+        ]
         if self.params["prune"] and os.path.isdir(self.dest):
             names = {e["name"] for e in self.params["locks"]}
             for filename in sorted(os.listdir(self.dest)):
@@ -362,8 +400,11 @@ class Wheelhouse:
                     and stem not in names
                     and os.path.exists(os.path.join(self.dest, stem + ".in"))
                 ):
-                    remove += [f for f in (filename, stem + ".in", stem + ".overrides.txt")
-                               if os.path.exists(os.path.join(self.dest, f))]  # fmt: skip
+                    remove += [
+                        f
+                        for f in (filename, stem + ".in", stem + ".overrides.txt")
+                        if os.path.exists(os.path.join(self.dest, f))
+                    ]
         return missing, sorted(remove)
 
     def download(self, missing):
@@ -373,14 +414,32 @@ class Wheelhouse:
             with open(requirements, "w") as handle:
                 handle.write(requirements_text(missing))
             rc, out, err = self.module.run_command(
-                [sys.executable, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--quiet",
-                 "--no-deps", "--only-binary", ":all:", "--require-hashes", *self.index_args,
-                 *pip_target_args(self.params["python_version"], self.params["platform"]),
-                 "-d", os.path.join(staging, "wheels"), "-r", requirements],
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--isolated",
+                    "--disable-pip-version-check",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--require-hashes",
+                    *self.index_args,
+                    *pip_target_args(self.params["python_version"], self.params["platform"]),
+                    "-d",
+                    os.path.join(staging, "wheels"),
+                    "-r",
+                    requirements,
+                ],
+            )
             if rc != 0:
-                self.fail(f"pip download of {len(missing)} locked wheels failed; the wheelhouse was not changed. "
-                          f"pip said: {err.strip()[-2000:] or out.strip()[-2000:]}", rc=rc)  # fmt: skip
+                self.fail(
+                    f"pip download of {len(missing)} locked wheels failed; the wheelhouse was not changed. "
+                    f"pip said: {err.strip()[-2000:] or out.strip()[-2000:]}",
+                    rc=rc,
+                )
             files = sorted(os.listdir(os.path.join(staging, "wheels")))
             for filename in files:
                 os.chmod(os.path.join(staging, "wheels", filename), 0o644)
@@ -424,8 +483,13 @@ class Wheelhouse:
                 after, sums_after = self.sums()
                 if read_text(os.path.join(self.dest, "SHA256SUMS")) != sums_after:
                     write_atomic(self.module, os.path.join(self.dest, "SHA256SUMS"), sums_after)
-        self.result["changed"] = bool(self.result["downloaded"] or remove or self.pending or stale_sums
-                                      or (self.result["resolved"] and self.check))  # fmt: skip
+        self.result["changed"] = bool(
+            self.result["downloaded"]
+            or remove
+            or self.pending
+            or stale_sums
+            or (self.result["resolved"] and self.check)
+        )
         self.result["wheels"] = len(after)
         if self.module._diff and self.result["changed"]:
             self.result["diff"] = {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
@@ -438,12 +502,17 @@ def main():
             "dest": {"type": "path", "required": True},
             "python_version": {"type": "str", "required": True},
             "platform": {"type": "str", "required": True},
-            "locks": {"type": "list", "elements": "dict", "required": True, "options": {
-                "name": {"type": "str", "required": True},
-                "requirements": {"type": "list", "elements": "str", "default": []},
-                "overrides": {"type": "list", "elements": "str", "default": []},
-                "label": {"type": "str", "default": "the caller"},
-            }},
+            "locks": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "requirements": {"type": "list", "elements": "str", "default": []},
+                    "overrides": {"type": "list", "elements": "str", "default": []},
+                    "label": {"type": "str", "default": "the caller"},
+                },
+            },
             "index_url": {"type": "str", "required": True},
             "extra_index_urls": {"type": "list", "elements": "str", "default": []},
             "uv_wheel_url": {"type": "str", "required": True},
@@ -451,10 +520,11 @@ def main():
             "prune": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
-    )  # fmt: skip
+    )
     if PACKAGING_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("packaging (or pip, which vendors it)"),
-                         exception=PACKAGING_IMPORT_ERROR)  # fmt: skip
+        module.fail_json(
+            msg=missing_required_lib("packaging (or pip, which vendors it)"), exception=PACKAGING_IMPORT_ERROR
+        )
     module.exit_json(**Wheelhouse(module).run())
 
 

@@ -148,10 +148,22 @@ def _start(path, *, node_argv, agent, preload, idle, timeout):
         with open(path + ".log", "wb") as log:  # the last channel's own errors
             os.chmod(path + ".log", 0o600)
             proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), path, str(idle), str(timeout), agent, str(int(preload)),
-                 *node_argv],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    path,
+                    str(idle),
+                    str(timeout),
+                    agent,
+                    str(int(preload)),
+                    *node_argv,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
         status = _read_line_within(proc.stdout, timeout + 5)
         proc.stdout.close()
         if status != b"ready":

@@ -31,8 +31,13 @@ def _integer(name, value, low, high, what):
 
 def vmid(value):
     if not schema.is_integer(value) or not schema.VMID.match(str(int(value))):
-        return [(_text(value), "is not a container id: Proxmox's pve-vmid is 100 to 999999999 (set"
-                 " pct_container_vmid or proxmox_vmid)")]  # fmt: skip
+        return [
+            (
+                _text(value),
+                "is not a container id: Proxmox's pve-vmid is 100 to 999999999 (set"
+                " pct_container_vmid or proxmox_vmid)",
+            )
+        ]
     return []
 
 
@@ -42,8 +47,12 @@ def hostname(value):
         return [(text[:40] + "...", "is longer than 255 characters (Proxmox's hostname maxLength)")]
     if not schema.DNS_NAME.match(text):
         bad = [label for label in text.split(".") if not re.match(r"^%s$" % schema.DNS_LABEL, label)]
-        return [(bad[0] if bad else text, "is not a DNS label: Proxmox's dns-name takes letters, digits and"
-                 " inner hyphens, labels joined by dots")]  # fmt: skip
+        return [
+            (
+                bad[0] if bad else text,
+                "is not a DNS label: Proxmox's dns-name takes letters, digits and inner hyphens, labels joined by dots",
+            )
+        ]
     return []
 
 
@@ -52,8 +61,13 @@ def storage_id(value):
     if len(text) < 2:
         return [(text, "is not a storage ID: Proxmox's pve-storage-id has at least 2 characters")]
     if not schema.STORAGE_ID.match(text):
-        return [(text, "is not a storage ID: Proxmox's pve-storage-id is a letter, then letters, digits, '-',"
-                 " '_' or '.', ending in a letter or digit")]  # fmt: skip
+        return [
+            (
+                text,
+                "is not a storage ID: Proxmox's pve-storage-id is a letter, then letters, digits, '-',"
+                " '_' or '.', ending in a letter or digit",
+            )
+        ]
     return []
 
 
@@ -94,8 +108,10 @@ def features(value):
     found = [(_text(entry), "must be a '<feature>=<value>' string") for entry in value if not isinstance(entry, str)]
     if found:
         return found
-    return [(part, "features.%s" % reason)
-            for part, reason in schema.check_property_string(schema.FEATURES, ",".join(value))]  # fmt: skip
+    return [
+        (part, "features.%s" % reason)
+        for part, reason in schema.check_property_string(schema.FEATURES, ",".join(value))
+    ]
 
 
 def mounts(value):
@@ -134,8 +150,11 @@ def gpus(value):
         return []
     if not isinstance(value, list):
         return [(_text(value), "must be 'all' or a list of GPU indexes")]
-    found = [(_text(g), "is not a GPU index (0 to %d, /dev/nvidiaN's minor)" % GPU_MINOR_MAX)
-             for g in value if not schema.is_integer(g) or not 0 <= int(g) <= GPU_MINOR_MAX]  # fmt: skip
+    found = [
+        (_text(g), "is not a GPU index (0 to %d, /dev/nvidiaN's minor)" % GPU_MINOR_MAX)
+        for g in value
+        if not schema.is_integer(g) or not 0 <= int(g) <= GPU_MINOR_MAX
+    ]
     indexes = [int(g) for g in value if schema.is_integer(g)]
     found += [(str(g), "is listed more than once") for g in sorted({g for g in indexes if indexes.count(g) > 1})]
     return found

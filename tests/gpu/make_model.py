@@ -92,8 +92,38 @@ layer. The tokenizer turns text into tokens; the chat template puts each message
 Numbers: 0 1 2 3 4 5 6 7 8 9 10 42 100 256 1024 4096 65535. Punctuation: , . ; : ! ? ( ) [ ] { } " ' - _ / \\ = + *
 The quick brown fox jumps over the lazy dog. How are you today? I am fine, thank you. What is two plus two? Four.
 """
-SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zen", "qua", "bri", "sto", "pla", "dre", "ghu", "xan",
-             "yel", "ombr", "ist", "ung", "ae", "io", "th", "sh", "ch", "er", "an", "or", "is", "ed"]  # fmt: skip
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "sa",
+    "ti",
+    "vo",
+    "zen",
+    "qua",
+    "bri",
+    "sto",
+    "pla",
+    "dre",
+    "ghu",
+    "xan",
+    "yel",
+    "ombr",
+    "ist",
+    "ung",
+    "ae",
+    "io",
+    "th",
+    "sh",
+    "ch",
+    "er",
+    "an",
+    "or",
+    "is",
+    "ed",
+]
 
 
 def corpus(seed):
@@ -113,8 +143,9 @@ def build_tokenizer(out, seed):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, min_frequency=1,
-                                  initial_alphabet=alphabet, show_progress=False)  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, min_frequency=1, initial_alphabet=alphabet, show_progress=False
+    )
     tok.train_from_iterator(corpus(seed), trainer)
     if tok.get_vocab_size() != VOCAB_SIZE:
         sys.exit(f"make_model: the tokenizer has {tok.get_vocab_size()} tokens, not {VOCAB_SIZE}: more text needed")
@@ -133,16 +164,29 @@ def build_tokenizer(out, seed):
 
 def build_model(out, seed, ids):
     torch.manual_seed(seed)
-    layer_types = ["full_attention" if (i + 1) % FULL_ATTENTION_INTERVAL == 0 else "linear_attention"
-                   for i in range(MODEL["num_hidden_layers"])]  # fmt: skip
-    config = Qwen3NextConfig(**MODEL, layer_types=layer_types, eos_token_id=ids["<|im_end|>"],
-                             pad_token_id=ids["<|endoftext|>"], bos_token_id=None)  # fmt: skip
+    layer_types = [
+        "full_attention" if (i + 1) % FULL_ATTENTION_INTERVAL == 0 else "linear_attention"
+        for i in range(MODEL["num_hidden_layers"])
+    ]
+    config = Qwen3NextConfig(
+        **MODEL,
+        layer_types=layer_types,
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        bos_token_id=None,
+    )
     model = Qwen3NextForCausalLM(config).to(torch.bfloat16)
     model.config.dtype = torch.bfloat16
     params = sum(p.numel() for p in model.parameters())
     model.save_pretrained(out, safe_serialization=True)
-    GenerationConfig(eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"], do_sample=True,
-                     temperature=0.7, top_p=0.9, top_k=20).save_pretrained(out)  # fmt: skip
+    GenerationConfig(
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+    ).save_pretrained(out)
 
     path = Path(out) / "config.json"
     data = json.loads(path.read_text())
@@ -166,8 +210,10 @@ def verify(out, params):
         problems.append(f"tokenizer {len(tokenizer)} tokens, config vocab_size {config.vocab_size}")
     if raw.get("full_attention_interval") != FULL_ATTENTION_INTERVAL:
         problems.append("config.json lacks full_attention_interval")
-    expected = ["full_attention" if (i + 1) % raw["full_attention_interval"] == 0 else "linear_attention"
-                for i in range(config.num_hidden_layers)]  # fmt: skip
+    expected = [
+        "full_attention" if (i + 1) % raw["full_attention_interval"] == 0 else "linear_attention"
+        for i in range(config.num_hidden_layers)
+    ]
     if list(config.layer_types) != expected:
         problems.append(f"layer_types {config.layer_types} disagree with full_attention_interval")
     if tokenizer.eos_token != "<|im_end|>" or config.eos_token_id != tokenizer.convert_tokens_to_ids("<|im_end|>"):
@@ -176,8 +222,9 @@ def verify(out, params):
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     if not prompt.endswith("<|im_start|>assistant\n<think>\n"):
         problems.append(f"chat template: {prompt!r}")
-    no_think = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             enable_thinking=False)  # fmt: skip
+    no_think = tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
     ids = tokenizer(prompt)["input_ids"]
     for special in SPECIAL[1:]:
         if len(tokenizer(special)["input_ids"]) != 1:
@@ -214,8 +261,10 @@ def main():
     t0 = time.monotonic()
     ids = build_tokenizer(out, args.seed)
     params, layer_types = build_model(out, args.seed, ids)
-    print(f"built in {time.monotonic() - t0:.1f} s: Qwen3NextForCausalLM, {params / 1e6:.1f} M parameters, layers "
-          f"{layer_types}, special tokens {ids}")  # fmt: skip
+    print(
+        f"built in {time.monotonic() - t0:.1f} s: Qwen3NextForCausalLM, {params / 1e6:.1f} M parameters, layers "
+        f"{layer_types}, special tokens {ids}"
+    )
     out.chmod(0o755)
     for path in out.iterdir():  # safetensors writes the weights 0600: the service user must read them
         path.chmod(0o644)

@@ -54,11 +54,18 @@ def timeline(port, deadline):
 
 def chat(port, sampled=False, max_tokens=32, model="qwen3next-tiny", *, stream=False, timeout=900, prompt=None):
     # through smg, a prompt distinct from its first character on: cache_aware sends a repeated one to one worker
-    body = {"model": model, "max_tokens": max_tokens, "stream": stream,
-            "messages": [{"role": "user", "content": prompt or "Name three colours."}],
-            **(SAMPLED if sampled else {})}  # fmt: skip
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json"})  # fmt: skip
+    body = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "messages": [{"role": "user", "content": prompt or "Name three colours."}],
+        **(SAMPLED if sampled else {}),
+    }
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
     started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -72,8 +79,13 @@ def chat(port, sampled=False, max_tokens=32, model="qwen3next-tiny", *, stream=F
                         chunks += 1
                         choice = (json.loads(line[6:]).get("choices") or [{}])[0]
                         finish = choice.get("finish_reason") or finish
-                return {"status": response.status, "seconds": round(time.monotonic() - started, 2), "chunks": chunks,
-                        "finish_reason": finish, "done": done}  # fmt: skip
+                return {
+                    "status": response.status,
+                    "seconds": round(time.monotonic() - started, 2),
+                    "chunks": chunks,
+                    "finish_reason": finish,
+                    "done": done,
+                }
             reply = json.loads(response.read())
     except urllib.error.HTTPError as error:
         took = round(time.monotonic() - started, 2)
@@ -81,9 +93,15 @@ def chat(port, sampled=False, max_tokens=32, model="qwen3next-tiny", *, stream=F
     except OSError as error:
         return {"status": "error", "seconds": round(time.monotonic() - started, 2), "error": str(error)}
     message = reply["choices"][0]["message"]
-    return {"status": 200, "seconds": round(time.monotonic() - started, 2), "sampled": sampled,
-            "content": message.get("content"), "reasoning_content": (message.get("reasoning_content") or "")[:80],
-            "has_reasoning_content": bool(message.get("reasoning_content")), "usage": reply.get("usage")}  # fmt: skip
+    return {
+        "status": 200,
+        "seconds": round(time.monotonic() - started, 2),
+        "sampled": sampled,
+        "content": message.get("content"),
+        "reasoning_content": (message.get("reasoning_content") or "")[:80],
+        "has_reasoning_content": bool(message.get("reasoning_content")),
+        "usage": reply.get("usage"),
+    }
 
 
 def drain(port, stop_command):
@@ -116,8 +134,11 @@ def maps(pids):
                         libraries.add(path)
         except OSError:
             continue
-    return {"pids": pids, "cuda_libraries": sorted(libraries),
-            "from_usr_local_cuda": sorted(p for p in libraries if p.startswith("/usr/local/cuda"))}  # fmt: skip
+    return {
+        "pids": pids,
+        "cuda_libraries": sorted(libraries),
+        "from_usr_local_cuda": sorted(p for p in libraries if p.startswith("/usr/local/cuda")),
+    }
 
 
 def modules(directory, dropped):
@@ -159,8 +180,11 @@ def spread(router, servers, count=32):
     before = {port: metric(port, "sglang:num_requests_total") for port in servers}
     results = []
     for n in range(count):
-        body = {"model": "qwen3next-tiny", "max_tokens": 8,
-                "messages": [{"role": "user", "content": f"{uuid.uuid4().hex} count to {n}."}]}  # fmt: skip
+        body = {
+            "model": "qwen3next-tiny",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": f"{uuid.uuid4().hex} count to {n}."}],
+        }
         request = urllib.request.Request(
             f"http://127.0.0.1:{router}/v1/chat/completions",
             data=json.dumps(body).encode(),
@@ -204,10 +228,17 @@ def load(router, seconds, command, parallel=4):
     for t in threads:
         t.join()
     finished = [r for r in results if r.get("done") and r.get("finish_reason")]
-    return {"command_exit": done.returncode, "command_took_s": took, "command_output": done.stdout[-1500:],
-            "command_errors": done.stderr[-600:], "streams": len(results), "finished": len(finished),
-            "cut": len(results) - len(finished), "cut_first": [r for r in results if r not in finished][:5],
-            "longest_s": max((r["seconds"] for r in results), default=None)}  # fmt: skip
+    return {
+        "command_exit": done.returncode,
+        "command_took_s": took,
+        "command_output": done.stdout[-1500:],
+        "command_errors": done.stderr[-600:],
+        "streams": len(results),
+        "finished": len(finished),
+        "cut": len(results) - len(finished),
+        "cut_first": [r for r in results if r not in finished][:5],
+        "longest_s": max((r["seconds"] for r in results), default=None),
+    }
 
 
 def main():

@@ -78,9 +78,22 @@ COMMENTS = "#;"
 SHELL_NEED_ESCAPE = '"\\`$'
 MANAGER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
 DEFAULT_LOCALE = "C.UTF-8"
-LOCALE_VARS = ("LANG", "LANGUAGE", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY",
-               "LC_MESSAGES", "LC_PAPER", "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT",
-               "LC_IDENTIFICATION")  # fmt: skip
+LOCALE_VARS = (
+    "LANG",
+    "LANGUAGE",
+    "LC_CTYPE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "LC_COLLATE",
+    "LC_MONETARY",
+    "LC_MESSAGES",
+    "LC_PAPER",
+    "LC_NAME",
+    "LC_ADDRESS",
+    "LC_TELEPHONE",
+    "LC_MEASUREMENT",
+    "LC_IDENTIFICATION",
+)
 NOLOGIN = ("/bin/nologin", "/sbin/nologin", "/usr/bin/nologin", "/usr/sbin/nologin")
 UNIT_NAME_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:-_.\\")
 ENV_NAME_FIRST = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
@@ -89,23 +102,73 @@ DEFAULT_RUN_DIR = "/run/gpulxc-units"
 DEFAULT_TIMEOUT_STOP = 90.0
 DEFAULT_CREDENTIALS_DIR = "/run/credentials"
 # systemd's exit codes for a set-up step that failed before execve() (systemd.exec(5), "Process Exit Codes")
-EXIT = {"CHDIR": 200, "FDS": 202, "EXEC": 203, "LIMITS": 205, "SIGNAL_MASK": 207, "GROUP": 216, "USER": 217,
-        "SETSID": 220, "NO_NEW_PRIVILEGES": 227, "CREDENTIALS": 243}  # fmt: skip
+EXIT = {
+    "CHDIR": 200,
+    "FDS": 202,
+    "EXEC": 203,
+    "LIMITS": 205,
+    "SIGNAL_MASK": 207,
+    "GROUP": 216,
+    "USER": 217,
+    "SETSID": 220,
+    "NO_NEW_PRIVILEGES": 227,
+    "CREDENTIALS": 243,
+}
 CLEAN_SIGNALS = ("SIGHUP", "SIGINT", "SIGTERM", "SIGPIPE")  # clean exits besides 0 (systemd.service(5))
-RLIMITS = {"CPU": "RLIMIT_CPU", "FSIZE": "RLIMIT_FSIZE", "DATA": "RLIMIT_DATA", "STACK": "RLIMIT_STACK",
-           "CORE": "RLIMIT_CORE", "RSS": "RLIMIT_RSS", "NOFILE": "RLIMIT_NOFILE", "AS": "RLIMIT_AS",
-           "NPROC": "RLIMIT_NPROC", "MEMLOCK": "RLIMIT_MEMLOCK", "LOCKS": "RLIMIT_LOCKS",
-           "SIGPENDING": "RLIMIT_SIGPENDING", "MSGQUEUE": "RLIMIT_MSGQUEUE", "NICE": "RLIMIT_NICE",
-           "RTPRIO": "RLIMIT_RTPRIO", "RTTIME": "RLIMIT_RTTIME"}  # fmt: skip
+RLIMITS = {
+    "CPU": "RLIMIT_CPU",
+    "FSIZE": "RLIMIT_FSIZE",
+    "DATA": "RLIMIT_DATA",
+    "STACK": "RLIMIT_STACK",
+    "CORE": "RLIMIT_CORE",
+    "RSS": "RLIMIT_RSS",
+    "NOFILE": "RLIMIT_NOFILE",
+    "AS": "RLIMIT_AS",
+    "NPROC": "RLIMIT_NPROC",
+    "MEMLOCK": "RLIMIT_MEMLOCK",
+    "LOCKS": "RLIMIT_LOCKS",
+    "SIGPENDING": "RLIMIT_SIGPENDING",
+    "MSGQUEUE": "RLIMIT_MSGQUEUE",
+    "NICE": "RLIMIT_NICE",
+    "RTPRIO": "RLIMIT_RTPRIO",
+    "RTTIME": "RLIMIT_RTTIME",
+}
 BYTE_LIMITS = {"FSIZE", "DATA", "STACK", "CORE", "RSS", "AS", "MEMLOCK", "MSGQUEUE"}
 # [Service] settings interpreted here; the rest of [Service] is reported as not applied
-APPLIED = {"Type", "ExecStartPre", "TimeoutStartSec", "User", "Group", "SupplementaryGroups", "Environment",
-           "EnvironmentFile", "UnsetEnvironment",
-           "WorkingDirectory", "ExecStart", "KillMode", "KillSignal", "SendSIGKILL", "TimeoutStopSec",
-           "TimeoutSec", "SuccessExitStatus", "UMask", "NoNewPrivileges", "SetLoginEnvironment", "LoadCredential",
-           *("Limit" + name for name in RLIMITS)}  # fmt: skip
-REFUSED = ("ExecStartPost", "ExecCondition", "ExecStop", "ExecStopPost", "PAMName", "DynamicUser",
-           "RootDirectory", "RootImage")  # fmt: skip
+APPLIED = {
+    "Type",
+    "ExecStartPre",
+    "TimeoutStartSec",
+    "User",
+    "Group",
+    "SupplementaryGroups",
+    "Environment",
+    "EnvironmentFile",
+    "UnsetEnvironment",
+    "WorkingDirectory",
+    "ExecStart",
+    "KillMode",
+    "KillSignal",
+    "SendSIGKILL",
+    "TimeoutStopSec",
+    "TimeoutSec",
+    "SuccessExitStatus",
+    "UMask",
+    "NoNewPrivileges",
+    "SetLoginEnvironment",
+    "LoadCredential",
+    *("Limit" + name for name in RLIMITS),
+}
+REFUSED = (
+    "ExecStartPost",
+    "ExecCondition",
+    "ExecStop",
+    "ExecStopPost",
+    "PAMName",
+    "DynamicUser",
+    "RootDirectory",
+    "RootImage",
+)
 
 
 class UnitError(Exception):
@@ -124,8 +187,19 @@ def _byte_char(value):
 
 def cunescape_one(text, i):
     """Decode the escape whose letter is text[i]: (string, characters consumed) or None if invalid."""
-    simple = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\",
-              '"': '"', "'": "'", "s": " "}  # fmt: skip
+    simple = {
+        "a": "\a",
+        "b": "\b",
+        "f": "\f",
+        "n": "\n",
+        "r": "\r",
+        "t": "\t",
+        "v": "\v",
+        "\\": "\\",
+        '"': '"',
+        "'": "'",
+        "s": " ",
+    }
     c = text[i] if i < len(text) else ""
     if c in simple and c:
         return simple[c], 1
@@ -562,8 +636,14 @@ def load_env_file_text(contents, fname):
                 state = "PRE_KEY"
         elif state == "COMMENT_ESCAPE":
             state = "PRE_KEY" if c in NEWLINE else "COMMENT"
-    if state in ("PRE_VALUE", "VALUE", "VALUE_ESCAPE", "SINGLE_QUOTE_VALUE", "DOUBLE_QUOTE_VALUE",
-                 "DOUBLE_QUOTE_VALUE_ESCAPE"):  # fmt: skip
+    if state in (
+        "PRE_VALUE",
+        "VALUE",
+        "VALUE_ESCAPE",
+        "SINGLE_QUOTE_VALUE",
+        "DOUBLE_QUOTE_VALUE",
+        "DOUBLE_QUOTE_VALUE_ESCAPE",
+    ):
         if state == "VALUE" and last_value_ws is not None:
             del value[last_value_ws:]
         push()
@@ -649,11 +729,39 @@ def parse_bool(text, where):
     raise UnitError(f"{where}: not a boolean: {text!r}")
 
 
-TIME_UNITS = {"usec": 1e-6, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "msec": 1e-3, "ms": 1e-3, "seconds": 1, "second": 1,
-              "sec": 1, "s": 1, "": 1, "minutes": 60, "minute": 60, "min": 60, "m": 60, "hours": 3600,
-              "hour": 3600, "hr": 3600, "h": 3600, "days": 86400, "day": 86400, "d": 86400, "weeks": 604800,
-              "week": 604800, "w": 604800, "months": 2629800, "month": 2629800, "M": 2629800,
-              "years": 31557600, "year": 31557600, "y": 31557600}  # fmt: skip
+TIME_UNITS = {
+    "usec": 1e-6,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "msec": 1e-3,
+    "ms": 1e-3,
+    "seconds": 1,
+    "second": 1,
+    "sec": 1,
+    "s": 1,
+    "": 1,
+    "minutes": 60,
+    "minute": 60,
+    "min": 60,
+    "m": 60,
+    "hours": 3600,
+    "hour": 3600,
+    "hr": 3600,
+    "h": 3600,
+    "days": 86400,
+    "day": 86400,
+    "d": 86400,
+    "weeks": 604800,
+    "week": 604800,
+    "w": 604800,
+    "months": 2629800,
+    "month": 2629800,
+    "M": 2629800,
+    "years": 31557600,
+    "year": 31557600,
+    "y": 31557600,
+}
 
 
 def parse_timespan(text, where):
@@ -789,8 +897,10 @@ def clamp_limits(limits):
         new_hard = current if _rlim(hard) > _rlim(current) else hard
         new_soft = new_hard if _rlim(soft) > _rlim(new_hard) else soft
         if (new_soft, new_hard) != (soft, hard):
-            notes.append(f"Limit{name}={limit_text(soft)}:{limit_text(hard)} lowered to "
-                         f"{limit_text(new_soft)}:{limit_text(new_hard)}")  # fmt: skip
+            notes.append(
+                f"Limit{name}={limit_text(soft)}:{limit_text(hard)} lowered to "
+                f"{limit_text(new_soft)}:{limit_text(new_hard)}"
+            )
         clamped[name] = [new_soft, new_hard]
     return clamped, notes
 
@@ -810,8 +920,13 @@ def find_executable(path):
 # ---------------------------------------------------------------------------------------------------------
 
 
-PREFIX_MEANING = {"@": "a separate argv[0]", ":": "no environment variable substitution", "+": "full privileges",
-                  "!": "no user/group change", "|": "a shell command line"}  # fmt: skip
+PREFIX_MEANING = {
+    "@": "a separate argv[0]",
+    ":": "no environment variable substitution",
+    "+": "full privileges",
+    "!": "no user/group change",
+    "|": "a shell command line",
+}
 
 
 def parse_commands(unit, key):
@@ -840,8 +955,15 @@ def parse_commands(unit, key):
             if path.endswith("/") or ("/" in path and not path.startswith("/")):
                 raise UnitError(f"{where}: neither an absolute path nor a bare file name: {path!r}")
             argv = [path] + [unit.specifiers(w, where) for w in words[1:]]
-            commands.append({"where": where, "path": path, "argv_template": argv, "ignore_failure": ignore_failure,
-                             "prefixes": prefixes})  # fmt: skip
+            commands.append(
+                {
+                    "where": where,
+                    "path": path,
+                    "argv_template": argv,
+                    "ignore_failure": ignore_failure,
+                    "prefixes": prefixes,
+                }
+            )
     return commands
 
 
@@ -983,21 +1105,27 @@ def plan(unit_file, instance):
     for command in [*pre, main]:
         command["argv"], unset, bad = replace_env_argv(command.pop("argv_template"), env)
         for name in unset:
-            warnings.append(f"{command['where']}: referenced but unset environment variable evaluates to an empty "
-                            f"string: {name}")  # fmt: skip
+            warnings.append(
+                f"{command['where']}: referenced but unset environment variable evaluates to an empty string: {name}"
+            )
         for name in bad:
-            warnings.append(f"{command['where']}: invalid environment variable name evaluates to an empty string: "
-                            f"{name}")  # fmt: skip
+            warnings.append(
+                f"{command['where']}: invalid environment variable name evaluates to an empty string: {name}"
+            )
         command["executable"] = executable = find_executable(command["path"])
         if executable is None:
-            warnings.append(f"{command['where']}: {command['path']} not found in {MANAGER_PATH} (start would fail "
-                            "with status=203/EXEC)")  # fmt: skip
+            warnings.append(
+                f"{command['where']}: {command['path']} not found in {MANAGER_PATH} (start would fail "
+                "with status=203/EXEC)"
+            )
         elif not os.path.exists(executable):
-            warnings.append(f"{command['where']}: {executable} does not exist here (start would fail with "
-                            "status=203/EXEC)")  # fmt: skip
+            warnings.append(
+                f"{command['where']}: {executable} does not exist here (start would fail with status=203/EXEC)"
+            )
         elif not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
-            warnings.append(f"{command['where']}: {executable} is not an executable file here (status=203/EXEC at "
-                            "start)")  # fmt: skip
+            warnings.append(
+                f"{command['where']}: {executable} is not an executable file here (status=203/EXEC at start)"
+            )
 
     # the working directory
     wd_value, wd_where = unit.last("WorkingDirectory", "")
@@ -1153,9 +1281,11 @@ def show_text(p):
         f"SendSIGKILL={'yes' if p['send_sigkill'] else 'no'}"
     )
     lines.append(
-        "success:     exit " + " ".join(map(str, p["success_codes"])) + ", signals "
+        "success:     exit "
+        + " ".join(map(str, p["success_codes"]))
+        + ", signals "
         + " ".join(signal_name(s) for s in p["success_signals"])
-    )  # fmt: skip
+    )
     if p["not_applied"]:
         lines.append("not applied (no systemd here): " + "; ".join(p["not_applied"]))
     for w in p["warnings"]:
@@ -1442,16 +1572,34 @@ class Supervisor:
         self.p, self.paths, self.log_fd, self.status_w, self.no_block = p, paths, log_fd, status_w, no_block
         me = proc_stat(os.getpid())
         self.state = {
-            "unit": p["unit"], "fragment": p["fragment"], "argv": p["argv"], "user": p["user"], "cwd": p["cwd"],
-            "phase": "start-pre" if p["exec_start_pre"] else "start", "control_pid": None, "control_start": None,
-            "main_pid": None, "main_start": None, "supervisor_pid": os.getpid(),
-            "supervisor_start": me[3] if me else None, "started_at": time.time(), "log": paths["log"],
-            "kill_mode": p["kill_mode"], "kill_signal": p["kill_signal"], "send_sigkill": p["send_sigkill"],
-            "timeout_stop": p["timeout_stop"], "timeout_start": p["timeout_start"],
-            "success_codes": p["success_codes"], "success_signals": p["success_signals"],
-            "ignore_failure": p["ignore_failure"], "exit_code": None, "exit_status": None, "exited_at": None,
-            "result": None, "finished": False,
-        }  # fmt: skip
+            "unit": p["unit"],
+            "fragment": p["fragment"],
+            "argv": p["argv"],
+            "user": p["user"],
+            "cwd": p["cwd"],
+            "phase": "start-pre" if p["exec_start_pre"] else "start",
+            "control_pid": None,
+            "control_start": None,
+            "main_pid": None,
+            "main_start": None,
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": me[3] if me else None,
+            "started_at": time.time(),
+            "log": paths["log"],
+            "kill_mode": p["kill_mode"],
+            "kill_signal": p["kill_signal"],
+            "send_sigkill": p["send_sigkill"],
+            "timeout_stop": p["timeout_stop"],
+            "timeout_start": p["timeout_start"],
+            "success_codes": p["success_codes"],
+            "success_signals": p["success_signals"],
+            "ignore_failure": p["ignore_failure"],
+            "exit_code": None,
+            "exit_status": None,
+            "exited_at": None,
+            "result": None,
+            "finished": False,
+        }
 
     def log(self, text):
         log_line(self.log_fd, f"{self.p['unit']}: {text}")
@@ -1531,20 +1679,31 @@ class Supervisor:
             load_credentials(p)
         except OSError as exc:
             self.log(f"failed to set up credentials: {exc}")
-            self.finish("resources", {"ok": False, "stage": "CREDENTIALS", "status": EXIT["CREDENTIALS"],
-                                      "message": f"LoadCredential=: {exc}"})  # fmt: skip
+            self.finish(
+                "resources",
+                {
+                    "ok": False,
+                    "stage": "CREDENTIALS",
+                    "status": EXIT["CREDENTIALS"],
+                    "message": f"LoadCredential=: {exc}",
+                },
+            )
         for command in p["exec_start_pre"]:
             if self.stop_requested():
                 self.log("stop requested during start-pre: ExecStart= not run")
-                self.finish("canceled", {"ok": False, "stage": "start-pre", "message": "stopped during start-pre",
-                                         "status": None})  # fmt: skip
+                self.finish(
+                    "canceled",
+                    {"ok": False, "stage": "start-pre", "message": "stopped during start-pre", "status": None},
+                )
             pid, failure = _spawn(p, command, self.log_fd)
             st = proc_stat(pid)
             self.save(control_pid=pid, control_start=st[3] if st else None)
             if failure:
                 self.wait(pid, None)
-                self.log(f"ExecStartPre={shlex.join(command['argv'])} failed at step {failure['stage']}: "
-                         f"{failure['message']}")  # fmt: skip
+                self.log(
+                    f"ExecStartPre={shlex.join(command['argv'])} failed at step {failure['stage']}: "
+                    f"{failure['message']}"
+                )
                 if not command["ignore_failure"]:
                     self.finish("exit-code", {"ok": False, **failure, "stage": "start-pre " + failure["stage"]})
                 continue
@@ -1552,8 +1711,9 @@ class Supervisor:
             status = self.wait(pid, None if deadline is None else deadline)
             if status is None:  # TimeoutStartSec= ran out: stop what runs (systemd: 'start-pre timed out')
                 self.log(f"start-pre timed out after TimeoutStartSec={p['timeout_start']:g}s: terminating")
-                kill_all([pid] if p["kill_mode"] in ("mixed", "process") else unit_processes(self.state),
-                         p["kill_signal"])  # fmt: skip
+                kill_all(
+                    [pid] if p["kill_mode"] in ("mixed", "process") else unit_processes(self.state), p["kill_signal"]
+                )
                 status = self.wait(pid, None if p["timeout_stop"] is None else time.monotonic() + p["timeout_stop"])
                 if status is None and p["send_sigkill"]:
                     kill_all(unit_processes(self.state), signal.SIGKILL)
@@ -1572,13 +1732,20 @@ class Supervisor:
             self.log(f"control process {pid} exited, {text}")
             self.save(control_pid=None, control_start=None)
             if not clean and not command["ignore_failure"]:
-                self.finish({"exited": "exit-code", "killed": "signal", "dumped": "core-dump"}[code],
-                            {"ok": False, "stage": "start-pre", "status": value,
-                             "message": f"ExecStartPre={shlex.join(command['argv'])}: {text}"})  # fmt: skip
+                self.finish(
+                    {"exited": "exit-code", "killed": "signal", "dumped": "core-dump"}[code],
+                    {
+                        "ok": False,
+                        "stage": "start-pre",
+                        "status": value,
+                        "message": f"ExecStartPre={shlex.join(command['argv'])}: {text}",
+                    },
+                )
         if self.stop_requested():
             self.log("stop requested during start-pre: ExecStart= not run")
-            self.finish("canceled", {"ok": False, "stage": "start-pre", "message": "stopped during start-pre",
-                                     "status": None})  # fmt: skip
+            self.finish(
+                "canceled", {"ok": False, "stage": "start-pre", "message": "stopped during start-pre", "status": None}
+            )
         main = {"path": p["path"], "argv": p["argv"]}
         pid, failure = _spawn(p, main, self.log_fd)
         if failure:
@@ -1676,8 +1843,9 @@ def cmd_start(args):
         raise UnitError(f"{p['unit']}: the supervisor died before it started anything (see {log})")
     if not report["ok"]:
         status = f" (status={report['status']})" if report.get("status") is not None else ""
-        print(f"{p['unit']}: failed to start: {report['stage']}{status}: {report['message']} (log {log})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{p['unit']}: failed to start: {report['stage']}{status}: {report['message']} (log {log})", file=sys.stderr
+        )
         return 1
     if report.get("no_block"):
         print(f"{p['unit']}: starting (--no-block; ExecStartPre= first), state {paths['json']}, log {log}")
@@ -1731,8 +1899,17 @@ def cmd_stop(args):
     t0 = time.monotonic()
     first = targets()
     what = first[0] + " process" if first else "nothing"
-    log_line(log, f"{name}: stopping: {signal_name(sig)} to " + (f"the {what}" if mode in ("mixed", "process")
-             else "every process of the unit" if mode == "control-group" else "nothing (KillMode=none)"))  # fmt: skip
+    log_line(
+        log,
+        f"{name}: stopping: {signal_name(sig)} to "
+        + (
+            f"the {what}"
+            if mode in ("mixed", "process")
+            else "every process of the unit"
+            if mode == "control-group"
+            else "nothing (KillMode=none)"
+        ),
+    )
     if first and mode in ("mixed", "process"):
         kill_all([first[1]], sig)
     elif mode == "control-group":
@@ -1748,8 +1925,11 @@ def cmd_stop(args):
         time.sleep(0.05)
     sigkilled = []
     if timed_out:
-        log_line(log, f"{name}: stop-sigterm timed out after {timeout:g}s" +
-                 (": killing (SIGKILL)" if state["send_sigkill"] else "; SendSIGKILL=no: left running"))  # fmt: skip
+        log_line(
+            log,
+            f"{name}: stop-sigterm timed out after {timeout:g}s"
+            + (": killing (SIGKILL)" if state["send_sigkill"] else "; SendSIGKILL=no: left running"),
+        )
         if state["send_sigkill"]:
             current = targets()
             if mode == "process" and current:
@@ -1773,11 +1953,21 @@ def cmd_stop(args):
     total = time.monotonic() - t0
     left = unit_processes(final) if mode in ("mixed", "control-group") else []
     stopped = targets() is None
-    out.update(stopped=stopped, main_pid=final.get("main_pid"), signal=signal_name(sig), timeout=timeout,
-               timed_out=timed_out, sigkill_sent_to=sigkilled, main_exited_after=round(main_gone, 3),
-               stop_took=round(total, 3), exit_code=final.get("exit_code"), exit_status=final.get("exit_status"),
-               result=final.get("result"), left_behind_killed=final.get("left_behind", []),
-               still_running=left)  # fmt: skip
+    out.update(
+        stopped=stopped,
+        main_pid=final.get("main_pid"),
+        signal=signal_name(sig),
+        timeout=timeout,
+        timed_out=timed_out,
+        sigkill_sent_to=sigkilled,
+        main_exited_after=round(main_gone, 3),
+        stop_took=round(total, 3),
+        exit_code=final.get("exit_code"),
+        exit_status=final.get("exit_status"),
+        result=final.get("result"),
+        left_behind_killed=final.get("left_behind", []),
+        still_running=left,
+    )
     exit_text = _exit_text(final) if final.get("exit_code") else "no main process exit recorded"
     message = (
         f"{name}: {signal_name(sig)} to the {what}"
@@ -1856,8 +2046,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--run-dir", default=os.environ.get("GPULXC_UNITS_RUN_DIR", DEFAULT_RUN_DIR),
-                        help="pidfiles, state and default logs (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--run-dir",
+        default=os.environ.get("GPULXC_UNITS_RUN_DIR", DEFAULT_RUN_DIR),
+        help="pidfiles, state and default logs (default: %(default)s)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("show", "start", "stop", "status"):
         p = sub.add_parser(name)
@@ -1867,12 +2060,18 @@ def main(argv=None):
             p.add_argument("--json", action="store_true")
         if name == "start":
             p.add_argument("--log", help="stdout and stderr, appended (default: RUN_DIR/NAME.log)")
-            p.add_argument("--clamp-limits", action="store_true",
-                           help="lower Limit*= values above the hard limits where they cannot be raised (no "
-                           "CAP_SYS_RESOURCE, as on the lent GPU machine), saying so, instead of failing with "
-                           "205/LIMITS")  # fmt: skip
-            p.add_argument("--no-block", action="store_true",
-                           help="return at once, not after ExecStartPre= and the execve() of ExecStart=")  # fmt: skip
+            p.add_argument(
+                "--clamp-limits",
+                action="store_true",
+                help="lower Limit*= values above the hard limits where they cannot be raised (no "
+                "CAP_SYS_RESOURCE, as on the lent GPU machine), saying so, instead of failing with "
+                "205/LIMITS",
+            )
+            p.add_argument(
+                "--no-block",
+                action="store_true",
+                help="return at once, not after ExecStartPre= and the execve() of ExecStart=",
+            )
         if name == "stop":
             p.add_argument("--timeout", type=float, help="seconds before SIGKILL (default: TimeoutStopSec=)")
         if name == "status":

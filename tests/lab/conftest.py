@@ -70,8 +70,19 @@ def run_site(inventory, limit, *args):
 
 def playbook_command(playbook, inventory, limit, *args):
     """(argv, env) of `ansible-playbook <playbook>` on one lab CT, for subprocess.run or Popen with cwd=REPO."""
-    argv = [str(REPO / ".venv/bin/ansible-playbook"), playbook, "-i", str(REPO / "inventories/lab"),
-            "-i", str(FAST_CLOCK), "-i", str(inventory), "-l", limit, *args]  # fmt: skip
+    argv = [
+        str(REPO / ".venv/bin/ansible-playbook"),
+        playbook,
+        "-i",
+        str(REPO / "inventories/lab"),
+        "-i",
+        str(FAST_CLOCK),
+        "-i",
+        str(inventory),
+        "-l",
+        limit,
+        *args,
+    ]
     return argv, dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
 
 
@@ -185,12 +196,26 @@ def private_index(name, port):
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     subprocess.run(["cp", "-al", str(INDEX), str(root / "index")], check=True)
-    index = SimpleNamespace(url=f"http://127.0.0.1:{port}/simple", files=root / "index/files",
-                            log=root / "index.log", throttle=root / "index.throttle")  # fmt: skip
+    index = SimpleNamespace(
+        url=f"http://127.0.0.1:{port}/simple",
+        files=root / "index/files",
+        log=root / "index.log",
+        throttle=root / "index.throttle",
+    )
     index.log.touch()
-    server = subprocess.Popen(["/usr/bin/python3", str(REPO / "lab/index/serve"), str(root / "index"), str(port),
-                               str(index.log), str(index.throttle)], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=(root / "index.err").open("w"))  # fmt: skip
+    server = subprocess.Popen(
+        [
+            "/usr/bin/python3",
+            str(REPO / "lab/index/serve"),
+            str(root / "index"),
+            str(port),
+            str(index.log),
+            str(index.throttle),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "index.err").open("w"),
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -267,9 +292,24 @@ def slowed_down(vmid, pattern, seconds, run_ms, unit=""):
     """While the body runs (a play), the first process in CT `vmid` matching `pattern` is slowed down: yields a list
     that holds what the slowing said once it is over ("slowed PID (N stops)")."""
     said = []
-    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(vmid), "--", "python3", "-c", SLOW_DOWN, pattern, unit,
-                                str(seconds), str(run_ms)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)  # fmt: skip
+    watcher = subprocess.Popen(
+        [
+            "/usr/sbin/pct",
+            "exec",
+            str(vmid),
+            "--",
+            "python3",
+            "-c",
+            SLOW_DOWN,
+            pattern,
+            unit,
+            str(seconds),
+            str(run_ms),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         yield said
     finally:
@@ -307,8 +347,9 @@ class Streams:
         while not self.stopping.is_set():
             message = {"role": "user", "content": f"{uuid.uuid4().hex} stream {n}"}
             body = json.dumps({"model": "stand-in", "stream": True, "max_tokens": 400, "messages": [message]})
-            req = urllib.request.Request(self.base + "/v1/chat/completions", data=body.encode(),
-                                         headers={"Content-Type": "application/json"})  # fmt: skip
+            req = urllib.request.Request(
+                self.base + "/v1/chat/completions", data=body.encode(), headers={"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(req, timeout=60) as response:
                     text = response.read().decode()

@@ -32,10 +32,21 @@ def api(lab_ready):
         pytest.fail("the lab has no second node: run lab/setup (its step 3b)")
     port = free_port()
     server = subprocess.Popen(
-        ["/usr/bin/python3", "-m", "pve.api", "--port", str(port), "--cert", str(STATE / "api/pve-ssl.pem"),
-         "--key", str(STATE / "api/pve-ssl.key"), "--token-file", str(STATE / "api/token")],
+        [
+            "/usr/bin/python3",
+            "-m",
+            "pve.api",
+            "--port",
+            str(port),
+            "--cert",
+            str(STATE / "api/pve-ssl.pem"),
+            "--key",
+            str(STATE / "api/pve-ssl.key"),
+            "--token-file",
+            str(STATE / "api/token"),
+        ],
         env=dict(os.environ, PYTHONPATH="/usr/local/lib/gpulxc-lab"),
-    )  # fmt: skip
+    )
     for _ in range(50):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -43,9 +54,13 @@ def api(lab_ready):
         time.sleep(0.1)
     user_token, secret = (STATE / "api/token").read_text().strip().split("=", 1)
     user, token_id = user_token.split("!", 1)
-    yield {"pct_container_api_port": port, "pct_container_api_user": user, "pct_container_api_token_id": token_id,
-           "pct_container_api_token_secret": secret,
-           "pct_container_api_ca_path": str(STATE / "api/pve-ssl.pem")}  # fmt: skip
+    yield {
+        "pct_container_api_port": port,
+        "pct_container_api_user": user,
+        "pct_container_api_token_id": token_id,
+        "pct_container_api_token_secret": secret,
+        "pct_container_api_ca_path": str(STATE / "api/pve-ssl.pem"),
+    }
     server.terminate()
     server.wait(10)
 
@@ -69,23 +84,34 @@ def inventory(api, tmp_path_factory):
 
 
 def preflight(inventory, api, vmid, *args, **extra):
-    return run_site(inventory, HOST, "--skip-tags=stack,services", *args, "-e",
-                    json.dumps({**api, "proxmox_vmid": vmid, **extra}))  # fmt: skip
+    return run_site(
+        inventory, HOST, "--skip-tags=stack,services", *args, "-e", json.dumps({**api, "proxmox_vmid": vmid, **extra})
+    )
 
 
 @pytest.mark.parametrize(
     ("vmid", "extra", "message"),
     [
-        (TAKEN, {},
-         f"vmid {TAKEN} is already used on node lab-pve2 by VM 'build' (pct_container_hostname is '{HOST}')"),
-        (MIGRATED, {}, f"CT {MIGRATED} ('{HOST}') is on node lab-pve2, not on {os.uname().nodename.split('.')[0]}:"
-                       " it was migrated there"),
-        (FREE, {"pct_container_pve_node": "lab-pve3"},
-         "pct_container_node 'lab-pve' (Proxmox node 'lab-pve3', pct_container_pve_node) is not a member of the"
-         " cluster gpulxc-lab that the API answers for (members: lab-pve2, "),
+        (
+            TAKEN,
+            {},
+            f"vmid {TAKEN} is already used on node lab-pve2 by VM 'build' (pct_container_hostname is '{HOST}')",
+        ),
+        (
+            MIGRATED,
+            {},
+            f"CT {MIGRATED} ('{HOST}') is on node lab-pve2, not on {os.uname().nodename.split('.')[0]}:"
+            " it was migrated there",
+        ),
+        (
+            FREE,
+            {"pct_container_pve_node": "lab-pve3"},
+            "pct_container_node 'lab-pve' (Proxmox node 'lab-pve3', pct_container_pve_node) is not a member of the"
+            " cluster gpulxc-lab that the API answers for (members: lab-pve2, ",
+        ),
     ],
     ids=["vmid-on-another-node", "migrated", "not-a-member"],
-)  # fmt: skip
+)
 def test_refused_before_any_change(inventory, api, vmid, extra, message):
     other = sorted((p, p.read_bytes()) for p in NODE2.rglob("*.conf"))
     proc, changed = preflight(inventory, api, vmid, **extra)

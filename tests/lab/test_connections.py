@@ -42,12 +42,20 @@ def lab_vars():
 
 
 def ansible(inventory, plugin, module, args, check=True):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")  # fmt: skip
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
     proc = subprocess.run(
         [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={plugin}", "-m", module, "-a", args],
-        capture_output=True, text=True, env=env, check=False, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=REPO,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{plugin} {module} {args}: rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr}")
     result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["ct"] if proc.stdout.startswith("{") else {}
@@ -89,8 +97,18 @@ def peak_rss_of_copy(inventory, src, dest):
     """Peak RSS (KiB) of the largest process of one `ansible -m copy` run, measured in a fresh parent."""
     measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
     measure += "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    cmd = [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-m", "ansible.builtin.copy",
-           "-a", f"src={src} dest={dest} mode=0600"]  # fmt: skip
+    cmd = [
+        ANSIBLE,
+        "ct",
+        "-i",
+        str(inventory),
+        "-e",
+        f"ansible_connection={OURS}",
+        "-m",
+        "ansible.builtin.copy",
+        "-a",
+        f"src={src} dest={dest} mode=0600",
+    ]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     python = str(REPO / ".venv/bin/python")
     out = subprocess.run([python, "-c", measure, *cmd], capture_output=True, text=True, check=True, cwd=REPO, env=env)
@@ -111,11 +129,14 @@ def test_large_copy_is_not_held_in_memory(inventory, tmp_path):
     pct("exec", VMID, "--", "rm", "-f", "/root/big")
 
 
-@pytest.mark.parametrize(("plugin", "message"), [
-    (OURS, f"CT {VMID} is not running on 127.0.0.1: start it (pct start {VMID})"),
-    # the stock plugin's report hides pct's reason (recorded here as the baseline)
-    (STOCK, "Failed to create temporary directory."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        (OURS, f"CT {VMID} is not running on 127.0.0.1: start it (pct start {VMID})"),
+        # the stock plugin's report hides pct's reason (recorded here as the baseline)
+        (STOCK, "Failed to create temporary directory."),
+    ],
+)
 def test_stopped_container(inventory, plugin, message):
     pct("stop", VMID)
     try:
@@ -130,8 +151,12 @@ def verbose_run(inventory, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     return subprocess.run(
         [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-vvv", *extra],
-        capture_output=True, text=True, env=env, check=False, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=REPO,
+    )
 
 
 def test_commands_go_through_one_channel_that_outlives_a_container_restart(inventory):
@@ -151,11 +176,28 @@ def test_two_runs_at_once_on_one_container_both_finish(inventory):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     runs = []
     for i in range(2):
-        runs.append(subprocess.Popen(
-            [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-vvv",
-             "-m", "ansible.builtin.shell", "-a", f"sleep 3; echo run-{i}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
-        ))  # fmt: skip
+        runs.append(
+            subprocess.Popen(
+                [
+                    ANSIBLE,
+                    "ct",
+                    "-i",
+                    str(inventory),
+                    "-e",
+                    f"ansible_connection={OURS}",
+                    "-vvv",
+                    "-m",
+                    "ansible.builtin.shell",
+                    "-a",
+                    f"sleep 3; echo run-{i}",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+                cwd=REPO,
+            )
+        )
     outputs = [run.communicate(timeout=120)[0] for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
     assert all(f"run-{i}" in out for i, out in enumerate(outputs))
@@ -182,13 +224,17 @@ class ActionModule(ActionBase):
 @pytest.mark.parametrize(
     ("transfer", "reason"),
     [
-        (("put", "BIG", "/nonexistent/dir/x"),
-         "failed to transfer file to /nonexistent/dir/x: pct: failed to create file: /nonexistent/dir/x: "
-         "No such file or directory"),
-        (("fetch", "/root/missing", "LOCAL"),
-         "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory"),
+        (
+            ("put", "BIG", "/nonexistent/dir/x"),
+            "failed to transfer file to /nonexistent/dir/x: pct: failed to create file: /nonexistent/dir/x: "
+            "No such file or directory",
+        ),
+        (
+            ("fetch", "/root/missing", "LOCAL"),
+            "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory",
+        ),
     ],
-)  # fmt: skip
+)
 def test_failing_pct_push_and_pull_fail_the_task_with_the_reason(inventory, tmp_path, transfer, reason):
     """pct push/pull exit 0 when the copy fails in their worker: pct_ssh reads their stderr."""
     op, src, dest = transfer
@@ -199,13 +245,32 @@ def test_failing_pct_push_and_pull_fail_the_task_with_the_reason(inventory, tmp_
     big.write_bytes(os.urandom(1_000_000))  # above pct_transfer_threshold: through pct push
     src = str(big) if src == "BIG" else src
     dest = str(tmp_path / "fetched") if dest == "LOCAL" else dest
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_ACTION_PLUGINS=str(actions),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")  # fmt: skip
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_ACTION_PLUGINS=str(actions),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
     proc = subprocess.run(
-        [ANSIBLE, "ct", "-i", str(inventory), "-e", f"ansible_connection={OURS}", "-m", "gpulxc_lab_transfer",
-         "-a", json.dumps({"op": op, "src": src, "dest": dest})],
-        capture_output=True, text=True, env=env, check=False, cwd=REPO,
-    )  # fmt: skip
+        [
+            ANSIBLE,
+            "ct",
+            "-i",
+            str(inventory),
+            "-e",
+            f"ansible_connection={OURS}",
+            "-m",
+            "gpulxc_lab_transfer",
+            "-a",
+            json.dumps({"op": op, "src": src, "dest": dest}),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=REPO,
+    )
     assert proc.returncode != 0, proc.stdout
     result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["ct"]
     assert result.get("failed") is True, result

@@ -89,8 +89,11 @@ def freeze():
 
 def rebuild():
     """Build the validation program as FlashInfer's JIT does: nvcc -c, then the host linker."""
-    return in_ct(VMID, ENV + f"nvcc -gencode arch=compute_120,code=sm_120 -c -o /tmp/v.o {VALIDATE}/validate.cu && "
-                 "c++ -o /tmp/v /tmp/v.o -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda")  # fmt: skip
+    return in_ct(
+        VMID,
+        ENV + f"nvcc -gencode arch=compute_120,code=sm_120 -c -o /tmp/v.o {VALIDATE}/validate.cu && "
+        "c++ -o /tmp/v /tmp/v.o -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lcuda",
+    )
 
 
 def test_check_mode_on_a_fresh_container_changes_nothing(inventory):
@@ -106,10 +109,19 @@ def test_converges_in_one_resolve_compiles_and_does_not_recompile(inventory):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed > 0
     installed = freeze()
-    for pin in ("sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "flashinfer-python==0.6.11.post1",
-                "flashinfer-cubin==0.6.11.post1", "nvidia-cuda-nvcc==13.2.78", "nvidia-nvvm==13.2.78",
-                "nvidia-cuda-crt==13.2.78", "nvidia-cuda-cccl==13.2.75", "nvidia-cuda-runtime==13.2.75",
-                "nvidia-cuda-nvrtc==13.0.88"):  # fmt: skip
+    for pin in (
+        "sglang==0.5.12",
+        "torch==2.11.0",
+        "sglang-kernel==0.4.2.post2",
+        "flashinfer-python==0.6.11.post1",
+        "flashinfer-cubin==0.6.11.post1",
+        "nvidia-cuda-nvcc==13.2.78",
+        "nvidia-nvvm==13.2.78",
+        "nvidia-cuda-crt==13.2.78",
+        "nvidia-cuda-cccl==13.2.75",
+        "nvidia-cuda-runtime==13.2.75",
+        "nvidia-cuda-nvrtc==13.0.88",
+    ):
         assert pin in installed.splitlines(), pin
     lock = in_ct(VMID, "cat /etc/sglang/stack/stack.lock").stdout
     locked = sorted(line.split()[0] for line in lock.splitlines() if "==" in line and not line.startswith((" ", "#")))
@@ -122,8 +134,12 @@ def test_converges_in_one_resolve_compiles_and_does_not_recompile(inventory):
     assert "release 13.2" in in_ct(VMID, ENV + "nvcc --version").stdout
     # the shared JIT caches on one local directory, in the environment every build and service reads
     env = in_ct(VMID, "cat /etc/sglang/cuda.env").stdout
-    caches = {"FLASHINFER_WORKSPACE_BASE": "", "TVM_FFI_CACHE_DIR": "/tvm-ffi", "TRITON_CACHE_DIR": "/triton",
-              "TORCHINDUCTOR_CACHE_DIR": "/torchinductor"}  # fmt: skip
+    caches = {
+        "FLASHINFER_WORKSPACE_BASE": "",
+        "TVM_FFI_CACHE_DIR": "/tvm-ffi",
+        "TRITON_CACHE_DIR": "/triton",
+        "TORCHINDUCTOR_CACHE_DIR": "/torchinductor",
+    }
     for key, below in caches.items():
         assert f"{key}=/var/cache/sglang{below}" in env.splitlines(), key
     assert in_ct(VMID, "test -d /var/cache/sglang").returncode == 0
@@ -279,8 +295,12 @@ def test_a_new_lock_is_installed_beside_the_running_stack_and_switched_to_in_one
     old = in_ct(VMID, "readlink -f /opt/sglang/venv").stdout.strip()
     assert in_ct(VMID, "test -L /opt/sglang/venv").returncode == 0 and old.startswith("/opt/sglang/stacks/"), old
     in_ct(VMID, f"rm -f /root/gpulxc-stop-watching && touch {old}/gpulxc-test-planted")  # gone if it were made again
-    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(VMID), "--", f"{old}/bin/python", "-c", WATCH_THE_LINK],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    watcher = subprocess.Popen(
+        ["/usr/sbin/pct", "exec", str(VMID), "--", f"{old}/bin/python", "-c", WATCH_THE_LINK],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         proc, changed = play(inventory, "-e", json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"]}))
     finally:
@@ -355,9 +375,16 @@ def test_the_second_profile_resolves_against_its_real_metadata_and_brings_its_ow
     proc, changed = play(inventory, *second)
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     installed = freeze().splitlines()
-    for pin in ("sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python==0.7.2",
-                "transformers==5.19.0", "nvidia-cuda-nvcc==13.2.78", "nvidia-cuda-runtime==13.2.75",
-                "nvidia-cuda-nvrtc==13.0.88"):  # fmt: skip
+    for pin in (
+        "sglang==0.5.23",
+        "torch==2.14.1",
+        "sglang-kernel==0.4.10",
+        "flashinfer-python==0.7.2",
+        "transformers==5.19.0",
+        "nvidia-cuda-nvcc==13.2.78",
+        "nvidia-cuda-runtime==13.2.75",
+        "nvidia-cuda-nvrtc==13.0.88",
+    ):
         assert pin in installed, pin
     assert "flashinfer-cubin" not in " ".join(installed) and len(installed) > 190  # its own graph, not 0.5.12's
     assert in_ct(VMID, f"{UV} pip check --python {PY}").returncode == 0
@@ -395,10 +422,16 @@ print(proc.communicate()[0])
 def serve(backend="flashinfer"):
     """A cold start (FlashInfer 0.7.2's JIT cache emptied, so the JIT build runs): its output."""
     flag = f" --attention-backend {backend}" if backend else ""
-    in_ct(VMID, "mkdir -p /tmp/model && echo '{}' >/tmp/model/config.json && rm -rf /var/cache/sglang/.cache/flashinfer"
-          f" && cat >/tmp/serve.py <<'EOF'\n{SERVE}\nEOF")  # fmt: skip
-    return in_ct(VMID, ENV + f"CUDA_VISIBLE_DEVICES=0 {PY} /tmp/serve.py {PY} -m sglang.launch_server"
-                 f" --model-path /tmp/model --host 127.0.0.1 --port 30990{flag}").stdout  # fmt: skip
+    in_ct(
+        VMID,
+        "mkdir -p /tmp/model && echo '{}' >/tmp/model/config.json && rm -rf /var/cache/sglang/.cache/flashinfer"
+        f" && cat >/tmp/serve.py <<'EOF'\n{SERVE}\nEOF",
+    )
+    return in_ct(
+        VMID,
+        ENV + f"CUDA_VISIBLE_DEVICES=0 {PY} /tmp/serve.py {PY} -m sglang.launch_server"
+        f" --model-path /tmp/model --host 127.0.0.1 --port 30990{flag}",
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -501,14 +534,23 @@ def test_the_second_profile_needs_each_fix_or_serves_without_it(inventory, secon
 # bad settings share, side by side, refused with every message and the CT left byte for byte as it was: the CUDA
 # family's check, and the container's Python as the CT answers.
 REFUSED = {
-    "cuda settings": ({"sglang_stack_cuda_family": {"nvidia-cuda-nvcc": "13.2.78", "nvidia-nvvm": "13.5.37",
-                                                    "nvidia-cuda-crt": "13.2.78", "nvidia-cuda-cccl": "13.2.75"},
-                       "sglang_stack_cuda_runtime_version": "latest"},
-                      ["sglang_stack_cuda_family mixes CUDA minors ['13.2', '13.5']",
-                       "sglang_stack_cuda_runtime_version (latest)"]),
-    "no such python": ({"uv_venv_python": "/usr/bin/python3.99"},
-                       ["uv_venv_python /usr/bin/python3.99 does not run in the container"]),
-}  # fmt: skip
+    "cuda settings": (
+        {
+            "sglang_stack_cuda_family": {
+                "nvidia-cuda-nvcc": "13.2.78",
+                "nvidia-nvvm": "13.5.37",
+                "nvidia-cuda-crt": "13.2.78",
+                "nvidia-cuda-cccl": "13.2.75",
+            },
+            "sglang_stack_cuda_runtime_version": "latest",
+        },
+        ["sglang_stack_cuda_family mixes CUDA minors ['13.2', '13.5']", "sglang_stack_cuda_runtime_version (latest)"],
+    ),
+    "no such python": (
+        {"uv_venv_python": "/usr/bin/python3.99"},
+        ["uv_venv_python /usr/bin/python3.99 does not run in the container"],
+    ),
+}
 
 
 @pytest.fixture(scope="module")

@@ -49,12 +49,26 @@ def first_run(lab_ready, tmp_path_factory):
     subprocess.run(["systemctl", "disable", "gpulxc-nvidia-nodes.service"], capture_output=True, check=False)
     Path(NODE_UNIT).unlink(missing_ok=True)
     path = tmp_path_factory.mktemp("inv") / "ct990.yml"
-    path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct990": {
-        "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
-        "sglang_services_port_base": 36000, "sglang_services_nccl_port_base": 37000,
-        "sglang_router_port": 8990, "sglang_router_prometheus_port": 29990,
-        # a drop-in the role writes (declared), beside which the drift test adds one by hand
-        "sglang_services_unit_drop_ins": {"declared": "[Service]\nEnvironment=GPULXC_DECLARED=1\n"}}}}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "sglang_containers": {
+                    "hosts": {
+                        "ct990": {
+                            "proxmox_vmid": VMID,
+                            "pct_container_node": "lab-pve",
+                            "sglang_services_port_base": 36000,
+                            "sglang_services_nccl_port_base": 37000,
+                            "sglang_router_port": 8990,
+                            "sglang_router_prometheus_port": 29990,
+                            # a drop-in the role writes (declared), beside which the drift test adds one by hand
+                            "sglang_services_unit_drop_ins": {"declared": "[Service]\nEnvironment=GPULXC_DECLARED=1\n"},
+                        }
+                    }
+                }
+            }
+        )
+    )
     proc, changed = run_site(path, "ct990")
     yield path, proc, changed
     destroy(VMID)
@@ -94,8 +108,10 @@ def test_from_an_empty_node_to_8_healthy_servers_behind_the_router_in_one_run(fi
     assert "nvidia-cuda-nvcc 13.2.78" in lines[2] and "smg 1.13.0" in lines[2]
     assert lines[4] == "endpoint: http://127.0.0.1:8990 (SGLang model gateway, this container only, no key, plain HTTP)"
     ports = ", ".join(str(36000 + n) for n in range(8))
-    assert lines[6:] == ["router metrics: http://127.0.0.1:8990/metrics, this container only, no key, plain HTTP",
-                         f"servers: 8 on 127.0.0.1 port {ports}, this container only, no key"]  # fmt: skip
+    assert lines[6:] == [
+        "router metrics: http://127.0.0.1:8990/metrics, this container only, no key, plain HTTP",
+        f"servers: 8 on 127.0.0.1 port {ports}, this container only, no key",
+    ]
     assert readiness() == {"status": "ready", "healthy_workers": 8, "total_workers": 8}
     curl = lines[5].removeprefix("try: ")
     answer = subprocess.run(["/bin/bash", "-c", curl], capture_output=True, text=True, check=True, timeout=60)
@@ -187,11 +203,15 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     text = " ".join(proc.stdout.split())
     layout = "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)"
     env = "gpulxc.sglang.cuda_surgery : Write the CUDA environment file and make the shared JIT cache directory"
-    services = ("gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration,"
-                " the units and the services' fact")  # fmt: skip
+    services = (
+        "gpulxc.sglang.sglang_services : Write the shared cache directory, each instance's configuration,"
+        " the units and the services' fact"
+    )
     # the install is a job: its result, collected after its progress lines, reports the repair
-    stack = ("gpulxc.sglang.gpulxc : Collect the result of sglang_stack: keeping /opt/sglang/venv at"
-             " /etc/sglang/stack/stack.lock")  # fmt: skip
+    stack = (
+        "gpulxc.sglang.gpulxc : Collect the result of sglang_stack: keeping /opt/sglang/venv at"
+        " /etc/sglang/stack/stack.lock"
+    )
     cccl = "gpulxc.sglang.cuda_surgery : Put the CCCL headers back (reinstall the installed nvidia-cuda-cccl)"
     start = "gpulxc.sglang.sglang_services : Start and enable every instance not running or not enabled"
     router_stack = "gpulxc.sglang.sglang_router : Install smg at its pin, its dependencies from one lock"
@@ -223,11 +243,18 @@ def test_each_fix_broken_by_hand_is_repaired_and_reported_by_one_rerun(inventory
     assert not unchanged, unchanged  # and only those
     assert any(name.startswith("gpulxc.sglang.cuda_surgery : ") and "libcuda" in name for name in reported), reported
     # the stack's repair names each package it put back (installed -> locked)
-    for drifted in ("sglang 0.5.11 -> 0.5.12", "torch absent -> 2.11.0", "sglang-kernel absent -> 0.4.2.post2",
-                    "nvidia-nvvm 13.5.37 -> 13.2.78"):  # fmt: skip
+    for drifted in (
+        "sglang 0.5.11 -> 0.5.12",
+        "torch absent -> 2.11.0",
+        "sglang-kernel absent -> 0.4.2.post2",
+        "nvidia-nvvm 13.5.37 -> 13.2.78",
+    ):
         assert drifted in text, drifted
-    assert re.search(r"flashinfer-python 0\.6\.11\.post1 reinstalled \(\d+ of its files gone or changed, such as "
-                     + re.escape(FLASHINFER_CCCL + "/cuda/__barrier/"), text), text[-3000:]  # fmt: skip
+    assert re.search(
+        r"flashinfer-python 0\.6\.11\.post1 reinstalled \(\d+ of its files gone or changed, such as "
+        + re.escape(FLASHINFER_CCCL + "/cuda/__barrier/"),
+        text,
+    ), text[-3000:]
     assert "smg==1.13.0 (1 files gone or changed)" in task_output(proc, router_stack)
 
     assert_repaired()  # not only reported
@@ -252,8 +279,12 @@ def test_a_server_running_with_a_drifted_environment_file_is_restarted_once_the_
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     reported = changed_tasks(proc)
     assert "gpulxc.sglang.sglang_services : Restart sglang@2" in reported, reported
-    assert not [name for name in reported if name.startswith("gpulxc.sglang.sglang_services : Restart sglang@")
-                and name != "gpulxc.sglang.sglang_services : Restart sglang@2"], reported  # fmt: skip
+    assert not [
+        name
+        for name in reported
+        if name.startswith("gpulxc.sglang.sglang_services : Restart sglang@")
+        and name != "gpulxc.sglang.sglang_services : Restart sglang@2"
+    ], reported
     after = main_pids(VMID)
     assert after[2] != before[2]
     assert [pid for i, pid in enumerate(after) if i != 2] == [pid for i, pid in enumerate(before) if i != 2]
@@ -303,8 +334,10 @@ def test_the_model_is_staged_again_and_a_node_reboot_brings_the_container_and_it
 
 def test_bad_removal_input_fails_before_any_change(inventory):
     before = ct_state(VMID)
-    for extra, message in [("pct_container_remove_container=maybe", "pct_container_remove_container"),
-                           ("sglang_stack_venv=/opt", "sglang_stack_venv must be an absolute path")]:  # fmt: skip
+    for extra, message in [
+        ("pct_container_remove_container=maybe", "pct_container_remove_container"),
+        ("sglang_stack_venv=/opt", "sglang_stack_venv must be an absolute path"),
+    ]:
         proc, _ = run_playbook("remove.yml", inventory, "ct990", "-e", extra)
         assert proc.returncode != 0 and message in proc.stdout, proc.stdout[-3000:]
         assert "changed: " not in proc.stdout
@@ -327,8 +360,11 @@ LEFT_INSIDE = (
 
 def nvidia_users():
     """The CT configs on the node other than ct990's and OTHER's that pass an NVIDIA device (someone else's CT)."""
-    return [p.name for p in Path("/etc/pve/lxc").glob("*.conf")
-            if p.stem not in (str(VMID), str(OTHER)) and "/dev/nvidia" in p.read_text()]  # fmt: skip
+    return [
+        p.name
+        for p in Path("/etc/pve/lxc").glob("*.conf")
+        if p.stem not in (str(VMID), str(OTHER)) and "/dev/nvidia" in p.read_text()
+    ]
 
 
 def assert_no_other_nvidia_users():

@@ -77,19 +77,25 @@ def write_inventory(path, index, faults=None):
     for vmid, ct in CTS.items():
         cache = CACHES / ct["node"]
         hosts[f"ct{vmid}"] = {
-            "proxmox_vmid": vmid, "pct_container_node": ct["node"], "pct_container_gpus": ct["gpus"],
+            "proxmox_vmid": vmid,
+            "pct_container_node": ct["node"],
+            "pct_container_gpus": ct["gpus"],
             "pct_container_mounts": [
                 {"host_path": str(STATE / "models"), "ct_path": "/mnt/models", "read_only": True},  # as inventories/lab
-                {"host_path": str(cache), "ct_path": "/var/cache/uv-shared", "read_only": False}],
-            "uv_venv_cache_dir": "/var/cache/uv-shared", "uv_venv_index_url": index.url,
-            "sglang_services_port_base": ct["port"], "sglang_services_nccl_port_base": ct["port"] + 50,
-            "sglang_router_port": 8000 + vmid, "sglang_router_prometheus_port": 29000 + vmid,
-            "sglang_services_host": "0.0.0.0", "sglang_services_advertise_host": ADDRESS,
+                {"host_path": str(cache), "ct_path": "/var/cache/uv-shared", "read_only": False},
+            ],
+            "uv_venv_cache_dir": "/var/cache/uv-shared",
+            "uv_venv_index_url": index.url,
+            "sglang_services_port_base": ct["port"],
+            "sglang_services_nccl_port_base": ct["port"] + 50,
+            "sglang_router_port": 8000 + vmid,
+            "sglang_router_prometheus_port": 29000 + vmid,
+            "sglang_services_host": "0.0.0.0",
+            "sglang_services_advertise_host": ADDRESS,
             "sglang_services_enable_metrics": False,  # keyed servers beyond loopback serve /metrics keyless
             **({"sglang_services_router_container": "ct940"} if vmid != 940 else {}),
-            **({"sglang_services_environment": standin_environment(faults[vmid])}
-               if faults and vmid in faults else {}),
-        }  # fmt: skip
+            **({"sglang_services_environment": standin_environment(faults[vmid])} if faults and vmid in faults else {}),
+        }
         if ct["node"] != "lab-pve":
             hosts[f"ct{vmid}"]["ansible_port"] = 2223  # the CT is reached through its node's sshd
     path.write_text(json.dumps({"sglang_containers": {"hosts": hosts}}))
@@ -165,8 +171,11 @@ def wheels_fetched(index, offset):
     with index.log.open("rb") as log:
         log.seek(offset)
         lines = log.read().decode().splitlines()
-    return Counter(path for path, status, size in (line.rsplit(" ", 2) for line in lines)
-                   if path.endswith(".whl") and status == "200" and int(size) > 0)  # fmt: skip
+    return Counter(
+        path
+        for path, status, size in (line.rsplit(" ", 2) for line in lines)
+        if path.endswith(".whl") and status == "200" and int(size) > 0
+    )
 
 
 def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_own_steps_and_downloads_once(
@@ -180,7 +189,10 @@ def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_o
     # leader. (The lab's other CTs keep the one unit file of the two lab nodes, one machine, written: a leader then
     # skips the write too, for the file being as it should; on an empty node it writes it: test_drift.py.)
     assert node_steps(task_output(proc, f"gpulxc.sglang.pct_container : {UNIT_TASK}")) == {
-        "ct940": "leader of lab-pve", "ct941": "not the leader", "ct942": f"leader of {NODE2}"}  # fmt: skip
+        "ct940": "leader of lab-pve",
+        "ct941": "not the leader",
+        "ct942": f"leader of {NODE2}",
+    }
     # where each CT is: its config on its node, a running LXC container
     here = socket.gethostname().split(".")[0]
     assert {vmid for vmid in CTS if Path(f"/etc/pve/nodes/{here}/lxc/{vmid}.conf").exists()} == {940, 941}
@@ -202,15 +214,20 @@ def test_three_containers_on_two_nodes_converge_in_one_run_each_node_doing_its_o
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         assert set(pool.map(gateway_chat, range(60))) == {f"gpu{gpu}" for ct in CTS.values() for gpu in ct["gpus"]}
     assert [in_ct(vmid, "systemctl is-active smg.service smg-front.service").split() for vmid in (941, 942)] == [
-        ["inactive", "inactive"]] * 2  # fmt: skip
+        ["inactive", "inactive"]
+    ] * 2
 
 
 def node_steps(output):
     """{CT: what it was for the node step whose output is given}: "leader of <node>" where it ran it (ok, changed) or
     skipped it for the file being as it should (-v's false_condition), "not the leader" where it skipped it for that."""
     found = {}
-    for status, ct, node, result in re.findall(r"^(ok|changed|skipping): \[(ct9\d\d)(?: -> ([\w-]+))?[^\]]*\]"
-                                               r"(?: => (\{.*\}))?$", output, re.M):  # fmt: skip
+    for status, ct, node, result in re.findall(
+        r"^(ok|changed|skipping): \[(ct9\d\d)(?: -> ([\w-]+))?[^\]]*\]"
+        r"(?: => (\{.*\}))?$",
+        output,
+        re.M,
+    ):
         condition = json.loads(result).get("false_condition", "") if result else ""
         if status != "skipping":
             found[ct] = f"leader of {node}"
@@ -273,8 +290,11 @@ def test_a_rolling_upgrade_moves_one_container_at_a_time_and_stops_at_the_first_
     out = " ".join(proc.stdout.split())
     assert (streams.cut, streams.refused[:5]) == (0, []) and streams.done > 20, (streams.done, streams.cut)
     # (smg retries a request its worker refuses, so the streams alone would not tell where the drains ran)
-    steps = re.findall(r"TASK \[gpulxc\.sglang\.sglang_services : (Drain at the router first|Back into the router's"
-                       r" rotation) - sglang@2\] \*+\n(\w+): \[(ct9\d\d)(?: -> (ct9\d\d))?", proc.stdout)  # fmt: skip
+    steps = re.findall(
+        r"TASK \[gpulxc\.sglang\.sglang_services : (Drain at the router first|Back into the router's"
+        r" rotation) - sglang@2\] \*+\n(\w+): \[(ct9\d\d)(?: -> (ct9\d\d))?",
+        proc.stdout,
+    )
     assert steps[0] == ("Drain at the router first", "changed", "ct941", "ct940"), steps
     assert ("Back into the router's rotation", "changed", "ct941", "ct940") in steps, steps
     assert streams.gpus == {f"gpu{gpu}" for ct in CTS.values() for gpu in ct["gpus"]}, streams.gpus

@@ -49,8 +49,12 @@ def test_teardown_removes_what_setup_made_then_setup_restores_it(lab_ready):
     pct("create", 905, TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4")
     pct("start", 905)
     # and one on the second node, running
-    assert on_node2("/usr/sbin/pct", "create", "906", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4",
-                    "--start", "1").returncode == 0  # fmt: skip
+    assert (
+        on_node2(
+            "/usr/sbin/pct", "create", "906", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4", "--start", "1"
+        ).returncode
+        == 0
+    )
     assert run("lxc-info", "-n", "906", "-s").stdout.split()[-1] == "RUNNING"
     proc = run(str(REPO / "lab/teardown"), "--keep-template")
     assert proc.returncode == 0, proc.stderr
@@ -102,8 +106,12 @@ def test_setup_recovers_a_lab_whose_processes_were_killed(lab_ready):
         assert seen.stdout.split() == ["lab-pve2", "nodes/lab-pve2/lxc", "ok"], seen
         # the CTs the cut-off session left (one on each node, one running) go; the lab stays set up (tools/test)
         pct("start", 907)
-        assert on_node2("/usr/sbin/pct", "create", "908", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4"
-                        ).returncode == 0  # fmt: skip
+        assert (
+            on_node2(
+                "/usr/sbin/pct", "create", "908", TEMPLATE, "--unprivileged", "0", "--rootfs", "local-lvm:4"
+            ).returncode
+            == 0
+        )
         proc = run(str(REPO / "lab/teardown"), "--containers")
         assert proc.returncode == 0 and "destroying CT 907" in proc.stdout, (proc.stdout, proc.stderr)
         assert "destroying CT 908" in proc.stdout, proc.stdout

@@ -178,8 +178,9 @@ def test_the_offline_ct_converges_from_the_wheelhouse_and_reaches_no_index(inven
     assert installed == lock_pins(wheelhouse / "stack.lock"), set(installed.items()) ^ set(
         lock_pins(wheelhouse / "stack.lock").items()
     )
-    active = pct("exec", VMID, "--", "systemctl", "is-active", "sglang@0.service", "sglang@1.service", "smg.service",
-                 check=False)  # fmt: skip
+    active = pct(
+        "exec", VMID, "--", "systemctl", "is-active", "sglang@0.service", "sglang@1.service", "smg.service", check=False
+    )
     assert active.stdout.split() == ["active"] * 3, active.stdout
     proc, changed = run_site(inventory, f"ct{VMID}")
     assert proc.returncode == 0 and changed == 0, proc.stdout[-3000:]

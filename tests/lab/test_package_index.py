@@ -80,11 +80,24 @@ def test_the_real_wheels_in_the_index_are_the_recorded_files(lab_ready):
         with zipfile.ZipFile(path) as wheel:
             assert not any(m.endswith("GPULXC_LAB_STAND_IN") for m in wheel.namelist())
         names.add(entry["name"])
-    assert names == {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-runtime",
-                     "nvidia-cuda-nvrtc", "ninja", "uv",
-                     # the router's graph (smg and what it needs), real: the lab runs the real gateway
-                     "smg", "grpcio", "grpcio-health-checking", "protobuf", "pyyaml", "setproctitle",
-                     "typing-extensions"}  # fmt: skip
+    assert names == {
+        "nvidia-cuda-nvcc",
+        "nvidia-nvvm",
+        "nvidia-cuda-crt",
+        "nvidia-cuda-cccl",
+        "nvidia-cuda-runtime",
+        "nvidia-cuda-nvrtc",
+        "ninja",
+        "uv",
+        # the router's graph (smg and what it needs), real: the lab runs the real gateway
+        "smg",
+        "grpcio",
+        "grpcio-health-checking",
+        "protobuf",
+        "pyyaml",
+        "setproctitle",
+        "typing-extensions",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +116,12 @@ def pypi_reports():
     assert all(len(s.get("others", [])) <= 1 for s in DATA["stand_ins"])  # one other profile: one more group
     recorder = load_recorder()
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        reports = list(pool.map(
-            lambda entries: recorder.pip_report([f"{n}=={e['version']}" for n, e in entries.items()], no_deps=True),
-            wanted.values(),
-        ))  # fmt: skip
+        reports = list(
+            pool.map(
+                lambda entries: recorder.pip_report([f"{n}=={e['version']}" for n, e in entries.items()], no_deps=True),
+                wanted.values(),
+            )
+        )
     return {
         which: (wanted[which], list(map(recorder.entry, report))) for which, report in zip(wanted, reports, strict=True)
     }

@@ -103,8 +103,16 @@ def test_create_refusals(ct):
         message="volume 'local:vztmpl/missing.tar.zst' does not exist",
     )
     # a default install's `local` has no rootdir content (pve-container create_vm)
-    pct_fails("create", OTHER, TEMPLATE, "--unprivileged", "0", "--rootfs", "local:4",
-              message="storage: storage 'local' does not support container directories")  # fmt: skip
+    pct_fails(
+        "create",
+        OTHER,
+        TEMPLATE,
+        "--unprivileged",
+        "0",
+        "--rootfs",
+        "local:4",
+        message="storage: storage 'local' does not support container directories",
+    )
     proc = pct_fails(
         "create",
         OTHER,
@@ -233,8 +241,11 @@ def test_exec_environment_is_pcts(ct):
         ).stdout.splitlines()
     )
     assert (env["PATH"], env["TERM"], env["LANG"], "SSL_CERT_FILE" in env) == (
-        "/sbin:/bin:/usr/sbin:/usr/bin", "linux", "C.UTF-8", False
-    )  # fmt: skip
+        "/sbin:/bin:/usr/sbin:/usr/bin",
+        "linux",
+        "C.UTF-8",
+        False,
+    )
 
 
 def test_refused_set_leaves_the_config_byte_identical(ct):
@@ -265,11 +276,26 @@ def pct_config_module(**args):
     """gpulxc.sglang.pct_config on this node (the lab host), as the pct_container role runs it."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible"), "localhost", "-i", "localhost,", "-c", "local",
-         "-e", "ansible_python_interpreter=/usr/bin/python3",
-         "-m", "gpulxc.sglang.pct_config", "-a", json.dumps({"vmid": VMID, **args})],
-        capture_output=True, text=True, env=env, check=False, cwd=REPO,
-    )  # fmt: skip
+        [
+            str(REPO / ".venv/bin/ansible"),
+            "localhost",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            "ansible_python_interpreter=/usr/bin/python3",
+            "-m",
+            "gpulxc.sglang.pct_config",
+            "-a",
+            json.dumps({"vmid": VMID, **args}),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 

@@ -30,9 +30,21 @@ def test_chmod_is_refused_but_plain_writes_work(conf):
 
 def test_ansible_atomic_move_fails_there(conf):
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible"), "lab-pve", "-i", "inventories/lab", "-m", "ansible.builtin.copy",
-         "-a", f"content='arch: arm64\n' dest={conf} mode=0640"],
-        capture_output=True, text=True, check=False, cwd=REPO, env=dict(os.environ, ANSIBLE_CONFIG="ansible.cfg"),
-    )  # fmt: skip
+        [
+            str(REPO / ".venv/bin/ansible"),
+            "lab-pve",
+            "-i",
+            "inventories/lab",
+            "-m",
+            "ansible.builtin.copy",
+            "-a",
+            f"content='arch: arm64\n' dest={conf} mode=0640",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env=dict(os.environ, ANSIBLE_CONFIG="ansible.cfg"),
+    )
     assert proc.returncode != 0
     assert "Operation not permitted" in proc.stdout

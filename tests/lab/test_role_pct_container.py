@@ -70,8 +70,12 @@ def test_converge_gives_the_gpus_then_changes_nothing(inventory):
     proc, changed = site(inventory)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert changed > 0
-    opened = in_ct("python3", "-c", "import glob\nfor p in sorted(glob.glob('/dev/nvidia*')):\n"
-                   "    try: open(p)\n    except OSError as e: print(p, e.errno)").stdout.split("\n")  # fmt: skip
+    opened = in_ct(
+        "python3",
+        "-c",
+        "import glob\nfor p in sorted(glob.glob('/dev/nvidia*')):\n"
+        "    try: open(p)\n    except OSError as e: print(p, e.errno)",
+    ).stdout.split("\n")
     assert len([line for line in opened if line.endswith(" 6")]) == 11  # all ENXIO (6): allowed, no driver
     assert len(in_ct("nvidia-smi", "-L").stdout.splitlines()) == 8
     assert in_ct("df", "--output=size", "-B1G", "/dev/shm").stdout.split()[-1] == "1"
@@ -196,9 +200,11 @@ def refused(inventory):
     """The refused runs, side by side: two for a CT that does not exist yet, one on the converged CT; and the
     converged CT's config before and after them."""
     converged(inventory)
-    arguments = [(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW[0]})),
-                 (inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW_STORAGE[0]})),
-                 (inventory, "-e", json.dumps(CONVERGED[0]))]  # fmt: skip
+    arguments = [
+        (inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW[0]})),
+        (inventory, "-e", json.dumps({"proxmox_vmid": ABSENT, **NEW_STORAGE[0]})),
+        (inventory, "-e", json.dumps(CONVERGED[0])),
+    ]
     return refused_side_by_side(site, arguments, Path(f"/etc/pve/lxc/{VMID}.conf").read_bytes)
 
 
@@ -221,8 +227,9 @@ def test_a_missing_gpu_node_is_made_again(inventory):
     try:
         proc, changed = site(inventory)
         assert proc.returncode == 0 and changed >= 1, proc.stdout[-3000:]
-        assert "'-c5'" in task_output(proc, "gpulxc.sglang.pct_container : Create the missing NVIDIA device nodes"
-                                      " now (as the unit does at boot)")  # fmt: skip
+        assert "'-c5'" in task_output(
+            proc, "gpulxc.sglang.pct_container : Create the missing NVIDIA device nodes now (as the unit does at boot)"
+        )
         assert node.stat().st_rdev == rdev
     finally:
         if not node.exists():
@@ -286,8 +293,9 @@ def test_a_node_without_devn_is_refused_naming_its_version(inventory):
     with lab_pve("8.1"):
         proc, changed = site(inventory, "-e", json.dumps({"proxmox_vmid": ABSENT}))
     assert proc.returncode != 0 and changed == 0
-    assert ("lab-pve runs Proxmox VE 8.1.3 with pve-container 5.0.6, which has no devN passthrough"
-            in " ".join(proc.stdout.split())), proc.stdout[-3000:]  # fmt: skip
+    assert "lab-pve runs Proxmox VE 8.1.3 with pve-container 5.0.6, which has no devN passthrough" in " ".join(
+        proc.stdout.split()
+    ), proc.stdout[-3000:]
     assert not Path(f"/etc/pve/lxc/{ABSENT}.conf").exists()
 
 
@@ -347,8 +355,10 @@ def test_gpu_preflight_runs_in_the_container_and_stops_at_a_wrong_sm(inventory):
     assert proc.returncode != 0
     failed_task = re.findall(r"TASK \[([^\]]+)\]", proc.stdout.split("fatal:")[0])[-1]
     assert failed_task == "gpulxc.sglang.gpu_preflight : Check the container's GPUs, count and driver"
-    assert "GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, 00000000:18:00.0) has compute capability 12.0; " \
-           "required: 9.0" in proc.stdout  # fmt: skip
+    assert (
+        "GPU 0 (NVIDIA RTX PRO 6000 Blackwell Server Edition, 00000000:18:00.0) has compute capability 12.0; "
+        "required: 9.0" in proc.stdout
+    )
 
 
 def test_stopped_container_with_another_userspace_is_caught_once_started(inventory):
@@ -380,8 +390,11 @@ def test_raw_lxc_passthrough_allows_the_majors_read_from_the_node(inventory):
 
 
 def free_char_major(*taken):
-    used = {int(line.split()[0]) for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()
-            if line.strip()[:1].isdigit()}  # fmt: skip
+    used = {
+        int(line.split()[0])
+        for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines()
+        if line.strip()[:1].isdigit()
+    }
     return next(m for m in range(383, 255, -1) if m not in used and m not in taken)
 
 
@@ -487,8 +500,12 @@ def test_proxmox_settings_pass_through_and_converge(inventory):
     """tags, startup, cpulimit, nameserver as operators set them: written by pct set, then no change (Proxmox
     writes the tags lower-cased, sorted, ';'-separated and the nameservers space-separated)."""
     converged(inventory)
-    settings = {"pct_container_tags": ["SGLang", "gpu"], "pct_container_startup": "order=2,up=30",
-                "pct_container_cpulimit": 4, "pct_container_nameserver": "1.1.1.1,8.8.8.8"}  # fmt: skip
+    settings = {
+        "pct_container_tags": ["SGLang", "gpu"],
+        "pct_container_startup": "order=2,up=30",
+        "pct_container_cpulimit": 4,
+        "pct_container_nameserver": "1.1.1.1,8.8.8.8",
+    }
     proc, changed = site(inventory, "-e", json.dumps(settings))
     assert proc.returncode == 0 and changed >= 1, proc.stdout[-3000:]
     text = conf_text(VMID)

@@ -49,10 +49,25 @@ SNAPSHOT = "md5sum /etc/smg/* /etc/systemd/system/smg.service 2>/dev/null; syste
 def inventory(lab_ready, tmp_path_factory):
     destroy(VMID)
     path = tmp_path_factory.mktemp("inv") / "ct980.yml"
-    path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct980": {
-        "proxmox_vmid": VMID, "pct_container_node": "lab-pve", "pct_container_ostemplate": JIT_TEMPLATE,
-        "sglang_services_port_base": 34000, "sglang_services_nccl_port_base": 35000,
-        "sglang_router_port": 8980, "sglang_router_prometheus_port": 29980}}}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "sglang_containers": {
+                    "hosts": {
+                        "ct980": {
+                            "proxmox_vmid": VMID,
+                            "pct_container_node": "lab-pve",
+                            "pct_container_ostemplate": JIT_TEMPLATE,
+                            "sglang_services_port_base": 34000,
+                            "sglang_services_nccl_port_base": 35000,
+                            "sglang_router_port": 8980,
+                            "sglang_router_prometheus_port": 29980,
+                        }
+                    }
+                }
+            }
+        )
+    )
     proc, _ = run_site(path, "ct980")
     assert proc.returncode == 0, proc.stdout[-3000:]
     yield path
@@ -165,9 +180,11 @@ def test_a_rolling_restart_under_a_stream_of_requests_loses_none(inventory):
         time.sleep(3)
     undrained_s = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
-    print(f"rolling restart under 8 streams: drained {streams.done} done, {streams.cut} cut in {drained_s:.0f} s; "
-          f"back all at once, not drained: {undrained.done} done, {undrained.cut} cut, {len(undrained.refused)}"
-          f" refused in {undrained_s:.0f} s")  # fmt: skip
+    print(
+        f"rolling restart under 8 streams: drained {streams.done} done, {streams.cut} cut in {drained_s:.0f} s; "
+        f"back all at once, not drained: {undrained.done} done, {undrained.cut} cut, {len(undrained.refused)}"
+        f" refused in {undrained_s:.0f} s"
+    )
     assert undrained.cut == 0, (undrained.done, undrained.cut)
 
 
@@ -244,8 +261,18 @@ def test_a_worker_removed_at_the_router_is_put_back_by_a_rerun(inventory):
 
 def smg_workers(inventory, **args):
     """gpulxc.sglang.smg_workers on ct980, as the rolling restart runs it: the process and its result."""
-    argv = [str(REPO / ".venv/bin/ansible"), "ct980", "-i", "inventories/lab", "-i", str(inventory),
-            "-m", "gpulxc.sglang.smg_workers", "-a", json.dumps(args)]  # fmt: skip
+    argv = [
+        str(REPO / ".venv/bin/ansible"),
+        "ct980",
+        "-i",
+        "inventories/lab",
+        "-i",
+        str(inventory),
+        "-m",
+        "gpulxc.sglang.smg_workers",
+        "-a",
+        json.dumps(args),
+    ]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO, env=env)
     found = re.search(r"=> (\{.*\})\s*$", proc.stdout, re.S)
@@ -258,8 +285,9 @@ def test_a_drain_right_after_a_request_reads_the_live_load_and_waits_for_nothing
     reading them waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b)."""
     url = "http://127.0.0.1:34006"
     body = json.dumps({"model": "stand-in", "max_tokens": 100, "messages": [{"role": "user", "content": "x"}]})
-    req = urllib.request.Request(url + "/v1/chat/completions", data=body.encode(),
-                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    req = urllib.request.Request(
+        url + "/v1/chat/completions", data=body.encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as response:  # 0.5 s of decoding, logged at 40 and 80 tokens
         assert response.status == 200
     with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
@@ -296,8 +324,14 @@ def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fir
     rules valid (promtool) and loaded, and SglangTargetDown firing for a stopped instance."""
     assert PROMETHEUS.exists() and PROMTOOL.exists(), "Debian's prometheus is not installed: tools/test lab does it"
     directory = tmp_path / "prometheus"
-    settings = json.dumps({"sglang_monitoring_dir": str(directory), "sglang_monitoring_address": "127.0.0.1",
-                           "sglang_monitoring_scrape_interval": "1s", "sglang_monitoring_down_for": "3s"})  # fmt: skip
+    settings = json.dumps(
+        {
+            "sglang_monitoring_dir": str(directory),
+            "sglang_monitoring_address": "127.0.0.1",
+            "sglang_monitoring_scrape_interval": "1s",
+            "sglang_monitoring_down_for": "3s",
+        }
+    )
     for expected in (None, 0):
         proc, changed = run_site(inventory, "ct980", "--tags=monitoring", "-e", settings)
         assert proc.returncode == 0 and (expected is None or changed == expected), proc.stdout[-3000:]
@@ -308,16 +342,24 @@ def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fir
     # Prometheus 2.42 has no scrape_config_files (2.43): the job goes into its own scrape_configs
     job = yaml.safe_load((directory / "scrape/ct980.yml").read_text())["scrape_configs"]
     config = tmp_path / "prometheus.yml"
-    config.write_text(json.dumps({"global": {"evaluation_interval": "1s"}, "rule_files": [str(rules)],
-                                  "scrape_configs": job}))  # fmt: skip
+    config.write_text(
+        json.dumps({"global": {"evaluation_interval": "1s"}, "rule_files": [str(rules)], "scrape_configs": job})
+    )
     checked = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                               f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
 
         def targets():
@@ -333,20 +375,34 @@ def test_prometheus_scrapes_every_server_and_the_router_and_an_instance_down_fir
         )
         series = prometheus_api(port, "query?query=sglang:num_running_reqs")["result"]
         assert sorted((s["metric"]["gpu"], s["metric"]["container"], s["metric"]["node"]) for s in series) == [
-            (str(n), "ct980", "lab-pve") for n in range(8)]  # fmt: skip
+            (str(n), "ct980", "lab-pve") for n in range(8)
+        ]
         # the labels are the server's own (--extra-metric-labels), not only the targets'
-        own = [line for line in request("/metrics", base="http://127.0.0.1:34003")[1].splitlines()
-               if line.startswith("sglang:num_running_reqs{")]  # fmt: skip
+        own = [
+            line
+            for line in request("/metrics", base="http://127.0.0.1:34003")[1].splitlines()
+            if line.startswith("sglang:num_running_reqs{")
+        ]
         assert len(own) == 1 and 'container="ct980",node="lab-pve",gpu="3"' in own[0], own
         router = prometheus_api(port, 'query?query=smg_worker_health{container="ct980"}')["result"]
         assert len(router) == 8 and {s["metric"]["node"] for s in router} == {"lab-pve"}
         loaded = [r["name"] for g in prometheus_api(port, "rules")["groups"] for r in g["rules"]]
-        assert sorted(loaded) == ["SglangKvCacheFull", "SglangQueueGrowing", "SglangServerUnhealthy",
-                                  "SglangTargetDown"]  # fmt: skip
+        assert sorted(loaded) == [
+            "SglangKvCacheFull",
+            "SglangQueueGrowing",
+            "SglangServerUnhealthy",
+            "SglangTargetDown",
+        ]
         in_ct(VMID, "systemctl stop sglang@5.service")
-        firing = wait_for("SglangTargetDown firing for sglang@5", lambda: [
-            a for a in prometheus_api(port, "alerts")["alerts"]
-            if a["labels"]["alertname"] == "SglangTargetDown" and a["state"] == "firing"], 60)  # fmt: skip
+        firing = wait_for(
+            "SglangTargetDown firing for sglang@5",
+            lambda: [
+                a
+                for a in prometheus_api(port, "alerts")["alerts"]
+                if a["labels"]["alertname"] == "SglangTargetDown" and a["state"] == "firing"
+            ],
+            60,
+        )
         assert [(a["labels"]["instance"], a["labels"]["gpu"]) for a in firing] == [("ct980/sglang@5", "5")]
     finally:
         server.terminate()
@@ -359,13 +415,31 @@ def client_key_sources(tmp_path, monkeypatch):
     """{source: (the play's extra arguments, its key)}: where operators keep secrets, each accepted."""
     (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
     (tmp_path / "vault.yml").write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}]}))
-    subprocess.run([str(REPO / ".venv/bin/ansible-vault"), "encrypt", "--vault-password-file", str(tmp_path / "pass"),
-                    str(tmp_path / "vault.yml")], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(REPO / ".venv/bin/ansible-vault"),
+            "encrypt",
+            "--vault-password-file",
+            str(tmp_path / "pass"),
+            str(tmp_path / "vault.yml"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     monkeypatch.setenv("GPULXC_TEST_ROUTER_KEY", KEY + "-env")
     lookup = "{{ lookup('ansible.builtin.env', 'GPULXC_TEST_ROUTER_KEY') }}"
-    (tmp_path / "lookup.yml").write_text(json.dumps({"all": {"vars": {
-        # a tenant starting with "-": smg would take it for a flag if handed as a separate argument
-        "sglang_router_api_keys": [{"tenant": "-lab", "key": lookup}]}}}))  # fmt: skip
+    (tmp_path / "lookup.yml").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {
+                        # a tenant starting with "-": smg would take it for a flag if handed as a separate argument
+                        "sglang_router_api_keys": [{"tenant": "-lab", "key": lookup}]
+                    }
+                }
+            }
+        )
+    )
     (tmp_path / "keys.json").write_text(
         json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY + "-file"}]})
     )
@@ -391,8 +465,10 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
         assert key not in commands and admin_key() not in commands and admin_key() not in proc.stdout
         modes = in_ct(VMID, "stat -c '%a %U:%G' /etc/smg/control-plane-key /etc/smg/router-args.json").stdout.split()
         assert modes == ["600", "root:root"] * 2, modes
-        holders = in_ct(VMID, f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null"
-                        " | xargs -r stat -c '%a %U:%G %n'").stdout.splitlines()  # fmt: skip
+        holders = in_ct(
+            VMID,
+            f"grep -rlF {key} /etc /opt /usr/local /run /tmp /root /var 2>/dev/null | xargs -r stat -c '%a %U:%G %n'",
+        ).stdout.splitlines()
         assert holders and all(line.split()[0][-1] == "0" for line in holders), holders  # none world-readable
         assert in_ct(VMID, "systemctl cat smg.service").stdout.count(key) == 0
     finally:
@@ -405,26 +481,67 @@ def test_client_keys_from_every_secret_source_are_enforced_and_never_shown(inven
 # realtime, multipart, public, admin and worker routes), the two the 1.13.0 wheel's binary answers besides
 # (docs/security.md), and a path no one registers (smg's fallback).
 SMG_ROUTES = [
-    ("POST", "/v1/responses"), ("GET", "/v1/responses/r1"), ("POST", "/v1/responses/r1/cancel"),
-    ("DELETE", "/v1/responses/r1"), ("GET", "/v1/responses/r1/input_items"), ("POST", "/v1/conversations"),
-    ("GET", "/v1/conversations/c1"), ("POST", "/v1/conversations/c1"), ("DELETE", "/v1/conversations/c1"),
-    ("GET", "/v1/conversations/c1/items"), ("POST", "/v1/conversations/c1/items"),
-    ("GET", "/v1/conversations/c1/items/i1"), ("DELETE", "/v1/conversations/c1/items/i1"), ("POST", "/generate"),
-    ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("POST", "/rerank"), ("POST", "/v1/rerank"),
-    ("POST", "/v1/embeddings"), ("POST", "/v1/messages"), ("POST", "/v1/interactions"), ("POST", "/v1/classify"),
-    ("POST", "/v1/tokenize"), ("POST", "/v1/detokenize"), ("POST", "/v1/realtime/sessions"),
-    ("POST", "/v1/realtime/client_secrets"), ("POST", "/v1/realtime/transcription_sessions"),
-    ("GET", "/v1/realtime"), ("POST", "/v1/realtime/calls"), ("POST", "/v1/audio/transcriptions"),
-    ("GET", "/health"), ("GET", "/health_generate"), ("GET", "/engine_metrics"), ("GET", "/v1/models"),
-    ("GET", "/get_model_info"), ("GET", "/get_server_info"), ("POST", "/flush_cache"), ("POST", "/start_profile"),
-    ("POST", "/stop_profile"), ("GET", "/get_loads"), ("POST", "/parse/function_call"), ("POST", "/parse/reasoning"),
-    ("POST", "/wasm"), ("DELETE", "/wasm/w1"), ("GET", "/wasm"), ("POST", "/v1/tokenizers"), ("GET", "/v1/tokenizers"),
-    ("GET", "/v1/tokenizers/t1"), ("DELETE", "/v1/tokenizers/t1"), ("GET", "/v1/tokenizers/t1/status"),
-    ("POST", "/workers"), ("GET", "/workers"), ("GET", "/workers/w1"), ("PUT", "/workers/w1"),
-    ("PATCH", "/workers/w1"), ("DELETE", "/workers/w1"),
-    ("GET", "/v1/models/stand-in"), ("GET", "/loads"),
-    ("GET", "/metrics"), ("GET", "/no-such-route-gpulxc"),
-]  # fmt: skip
+    ("POST", "/v1/responses"),
+    ("GET", "/v1/responses/r1"),
+    ("POST", "/v1/responses/r1/cancel"),
+    ("DELETE", "/v1/responses/r1"),
+    ("GET", "/v1/responses/r1/input_items"),
+    ("POST", "/v1/conversations"),
+    ("GET", "/v1/conversations/c1"),
+    ("POST", "/v1/conversations/c1"),
+    ("DELETE", "/v1/conversations/c1"),
+    ("GET", "/v1/conversations/c1/items"),
+    ("POST", "/v1/conversations/c1/items"),
+    ("GET", "/v1/conversations/c1/items/i1"),
+    ("DELETE", "/v1/conversations/c1/items/i1"),
+    ("POST", "/generate"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/completions"),
+    ("POST", "/rerank"),
+    ("POST", "/v1/rerank"),
+    ("POST", "/v1/embeddings"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/interactions"),
+    ("POST", "/v1/classify"),
+    ("POST", "/v1/tokenize"),
+    ("POST", "/v1/detokenize"),
+    ("POST", "/v1/realtime/sessions"),
+    ("POST", "/v1/realtime/client_secrets"),
+    ("POST", "/v1/realtime/transcription_sessions"),
+    ("GET", "/v1/realtime"),
+    ("POST", "/v1/realtime/calls"),
+    ("POST", "/v1/audio/transcriptions"),
+    ("GET", "/health"),
+    ("GET", "/health_generate"),
+    ("GET", "/engine_metrics"),
+    ("GET", "/v1/models"),
+    ("GET", "/get_model_info"),
+    ("GET", "/get_server_info"),
+    ("POST", "/flush_cache"),
+    ("POST", "/start_profile"),
+    ("POST", "/stop_profile"),
+    ("GET", "/get_loads"),
+    ("POST", "/parse/function_call"),
+    ("POST", "/parse/reasoning"),
+    ("POST", "/wasm"),
+    ("DELETE", "/wasm/w1"),
+    ("GET", "/wasm"),
+    ("POST", "/v1/tokenizers"),
+    ("GET", "/v1/tokenizers"),
+    ("GET", "/v1/tokenizers/t1"),
+    ("DELETE", "/v1/tokenizers/t1"),
+    ("GET", "/v1/tokenizers/t1/status"),
+    ("POST", "/workers"),
+    ("GET", "/workers"),
+    ("GET", "/workers/w1"),
+    ("PUT", "/workers/w1"),
+    ("PATCH", "/workers/w1"),
+    ("DELETE", "/workers/w1"),
+    ("GET", "/v1/models/stand-in"),
+    ("GET", "/loads"),
+    ("GET", "/metrics"),
+    ("GET", "/no-such-route-gpulxc"),
+]
 SERVER_KEY = "gpulxc-server-key-7a1c$x"  # a "$": nginx must not expand it
 
 
@@ -436,17 +553,53 @@ def front_context():
 def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_key(inventory, tmp_path):
     (tmp_path / "pass").write_text("gpulxc-test-vault-password\n")
     secrets = tmp_path / "secrets.yml"
-    secrets.write_text(json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}],
-                                   "sglang_services_api_key": SERVER_KEY}))  # fmt: skip
-    subprocess.run([str(REPO / ".venv/bin/ansible-vault"), "encrypt", "--vault-password-file", str(tmp_path / "pass"),
-                    str(secrets)], check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-days", "2", "-subj", "/CN=operator", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(tmp_path / "op.key"), "-out", str(tmp_path / "op.crt")],
-                   check=True, capture_output=True)  # fmt: skip
+    secrets.write_text(
+        json.dumps({"sglang_router_api_keys": [{"tenant": "lab", "key": KEY}], "sglang_services_api_key": SERVER_KEY})
+    )
+    subprocess.run(
+        [
+            str(REPO / ".venv/bin/ansible-vault"),
+            "encrypt",
+            "--vault-password-file",
+            str(tmp_path / "pass"),
+            str(secrets),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=operator",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(tmp_path / "op.key"),
+            "-out",
+            str(tmp_path / "op.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     operator = tmp_path / "operator.json"
-    operator.write_text(json.dumps({"sglang_router_tls_certificate": (tmp_path / "op.crt").read_text(),
-                                    "sglang_router_tls_private_key": (tmp_path / "op.key").read_text()}))  # fmt: skip
+    operator.write_text(
+        json.dumps(
+            {
+                "sglang_router_tls_certificate": (tmp_path / "op.crt").read_text(),
+                "sglang_router_tls_private_key": (tmp_path / "op.key").read_text(),
+            }
+        )
+    )
     https = ROUTER.replace("http://", "https://")
     keyed = [
         "--vault-password-file",
@@ -464,8 +617,10 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         context = front_context()
         assert request("/liveness", base=https, context=context)[0] == 200
         assert request("/readiness", base=https, context=context)[1]["healthy_workers"] == 8
-        refused = {f"{m} {p}": request(p, None, b"{}" if m != "GET" else None, m, base=https, context=context)[0]
-                   for m, p in SMG_ROUTES}  # fmt: skip
+        refused = {
+            f"{m} {p}": request(p, None, b"{}" if m != "GET" else None, m, base=https, context=context)[0]
+            for m, p in SMG_ROUTES
+        }
         assert set(refused.values()) == {401}, {r: s for r, s in refused.items() if s != 401}
         assert {request(p, "wrong", base=https, context=context)[0] for p in ("/get_server_info", "/v1/models")} == {
             401
@@ -487,10 +642,14 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
         served = ssl.PEM_cert_to_DER_cert(in_ct(VMID, "cat /etc/smg/front/tls.crt").stdout)
         fingerprint = hashlib.sha256(served).hexdigest().upper()
         lines = json.loads(proc.stdout.rsplit("TASK [Summary]", 1)[1].split("=>", 1)[1].split("PLAY RECAP")[0])["msg"]
-        assert any(line.endswith(", client key required, TLS)") and line.startswith("endpoint: https://")
-                   for line in lines), lines  # fmt: skip
-        assert any(line.startswith("TLS certificate: /etc/smg/front/tls.crt") and line.endswith(
-            ":".join(fingerprint[i:i + 2] for i in range(0, 64, 2))) for line in lines), lines  # fmt: skip
+        assert any(
+            line.endswith(", client key required, TLS)") and line.startswith("endpoint: https://") for line in lines
+        ), lines
+        assert any(
+            line.startswith("TLS certificate: /etc/smg/front/tls.crt")
+            and line.endswith(":".join(fingerprint[i : i + 2] for i in range(0, 64, 2)))
+            for line in lines
+        ), lines
         # the operator's certificate replaces the one made here, and the second run with it changes nothing
         for expected in (None, 0):
             proc, changed = play(inventory, *keyed, "-e", f"@{operator}")
@@ -508,19 +667,34 @@ def test_beyond_loopback_the_front_serves_tls_and_closes_every_route_without_a_k
 # bad settings share, side by side, refused with every message and the CT left byte for byte as it was: the router's
 # settings read against the instances the services published in the CT, and keys in plain text on the command line.
 REFUSED = {
-    "settings": ({"sglang_router_port": 34003, "sglang_router_smg_port": 29980, "sglang_router_host": "0.0.0.0",
-                  "sglang_router_prometheus_host": "0.0.0.0",
-                  "sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
-                 ["sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)",
-                  "sglang_router_smg_port and sglang_router_prometheus_port are both 29980",
-                  "sglang_router_host 0.0.0.0 is reachable from other machines: set",
-                  "sglang_router_prometheus_host 0.0.0.0 is reachable from other",
-                  "sglang_router_tls_certificate and sglang_router_tls_private_key go together"]),
-    "plain-text keys": ({"sglang_router_host": "0.0.0.0", "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}],
-                         "sglang_router_worker_api_key": "plain-worker-key"},
-                        ["sglang_router_api_keys holds a key written in plain text",
-                         "sglang_router_worker_api_key is written in plain text"]),
-}  # fmt: skip
+    "settings": (
+        {
+            "sglang_router_port": 34003,
+            "sglang_router_smg_port": 29980,
+            "sglang_router_host": "0.0.0.0",
+            "sglang_router_prometheus_host": "0.0.0.0",
+            "sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+        },
+        [
+            "sglang_router_port 34003 is the port of an SGLang instance (published by sglang_services)",
+            "sglang_router_smg_port and sglang_router_prometheus_port are both 29980",
+            "sglang_router_host 0.0.0.0 is reachable from other machines: set",
+            "sglang_router_prometheus_host 0.0.0.0 is reachable from other",
+            "sglang_router_tls_certificate and sglang_router_tls_private_key go together",
+        ],
+    ),
+    "plain-text keys": (
+        {
+            "sglang_router_host": "0.0.0.0",
+            "sglang_router_api_keys": [{"tenant": "t", "key": "plain"}],
+            "sglang_router_worker_api_key": "plain-worker-key",
+        },
+        [
+            "sglang_router_api_keys holds a key written in plain text",
+            "sglang_router_worker_api_key is written in plain text",
+        ],
+    ),
+}
 
 
 @pytest.fixture(scope="module")

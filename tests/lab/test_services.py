@@ -67,12 +67,28 @@ SNAPSHOT = (
 def inventory(lab_ready, tmp_path_factory):
     destroy(VMID)
     path = tmp_path_factory.mktemp("inv") / "ct970.yml"
-    path.write_text(json.dumps({"sglang_containers": {"hosts": {"ct970": {
-        "proxmox_vmid": VMID, "pct_container_node": "lab-pve", "pct_container_ostemplate": JIT_TEMPLATE,
-        "sglang_services_port_base": 32000, "sglang_services_nccl_port_base": 33000,
-        "sglang_router_port": 8970, "sglang_router_prometheus_port": 29970,
-        # all at once: the tests of the rolling restart ask for one at a time (the role's default) themselves
-        "sglang_services_restart_batch": 0}}}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "sglang_containers": {
+                    "hosts": {
+                        "ct970": {
+                            "proxmox_vmid": VMID,
+                            "pct_container_node": "lab-pve",
+                            "pct_container_ostemplate": JIT_TEMPLATE,
+                            "sglang_services_port_base": 32000,
+                            "sglang_services_nccl_port_base": 33000,
+                            "sglang_router_port": 8970,
+                            "sglang_router_prometheus_port": 29970,
+                            # all at once: the tests of the rolling restart ask for one at a time (the role's
+                            # default) themselves
+                            "sglang_services_restart_batch": 0,
+                        }
+                    }
+                }
+            }
+        )
+    )
     proc, _ = play(path, whole=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     # a model too big for the lab CT's 1 GiB /dev/shm (sparse: it takes no room where it is)
@@ -168,8 +184,16 @@ class Poller(threading.Thread):
         self.join()
 
 
-SAMPLED = json.dumps({"model": "stand-in", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
-                      "temperature": 0.7, "top_p": 0.9, "top_k": 20}).encode()  # fmt: skip
+SAMPLED = json.dumps(
+    {
+        "model": "stand-in",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 1,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 20,
+    }
+).encode()
 
 
 def sampled_chat(index):
@@ -257,8 +281,11 @@ def test_a_changed_setting_restarts_one_health_gated_instance_at_a_time(inventor
     pids = main_pids(VMID)
     started = time.monotonic()
     with Poller() as poller:
-        proc, changed = play(inventory, "-e", json.dumps({"sglang_services_max_running_requests": 32,
-                                                          "sglang_services_restart_batch": 1}))  # fmt: skip
+        proc, changed = play(
+            inventory,
+            "-e",
+            json.dumps({"sglang_services_max_running_requests": 32, "sglang_services_restart_batch": 1}),
+        )
     took = time.monotonic() - started
     assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
     assert "max-running-requests: 32" in in_ct(VMID, "cat /etc/sglang/instance-7.yaml").stdout.splitlines()
@@ -291,8 +318,9 @@ def test_a_drained_restart_of_a_server_warming_for_25_s_shows_its_progress_every
     0 then warms up for 25 s: the wait prints a line at least every 10 s (5 s slices: the default's 20 would make the
     test four times as long) saying what it sees, not silence."""
     plan = json.dumps({"0": {"warmup_s": 25}})
-    slow = json.dumps({"sglang_services_progress_interval": 5,
-                       "sglang_services_environment": standin_environment(plan)})  # fmt: skip
+    slow = json.dumps(
+        {"sglang_services_progress_interval": 5, "sglang_services_environment": standin_environment(plan)}
+    )
     everyone = ", ".join(f"sglang@{i}" for i in range(8))
     try:
         proc, changed = play(inventory, "-e", slow)
@@ -314,8 +342,10 @@ def test_a_drained_restart_of_a_server_warming_for_25_s_shows_its_progress_every
 
 
 # a line of the first instance's health wait while its unit runs FlashInfer's ninja
-JIT_LINE = re.compile(r"\(item=0/1 healthy[^\n]*\(waiting for sglang@0; sglang@0: JIT build gpulxc_standin_decode"
-                      r" (?:(\d+)m)?(\d+)s\)\)")  # fmt: skip
+JIT_LINE = re.compile(
+    r"\(item=0/1 healthy[^\n]*\(waiting for sglang@0; sglang@0: JIT build gpulxc_standin_decode"
+    r" (?:(\d+)m)?(\d+)s\)\)"
+)
 
 
 def test_a_new_stack_gets_caches_of_its_own_and_the_instances_move_to_it_the_canary_alone_then_a_batch_at_a_time(
@@ -329,8 +359,12 @@ def test_a_new_stack_gets_caches_of_its_own_and_the_instances_move_to_it_the_can
     every instance starts warm on them (no build)."""
     old, before = jit_dir(), builds()
     batches = {"sglang_services_restart_batch": 4}  # this CT's is all at once
-    more = ("-e", json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"], **batches,
-                              "sglang_services_progress_interval": 5}))  # fmt: skip
+    more = (
+        "-e",
+        json.dumps(
+            {"sglang_stack_extra_packages": ["pycountry==24.6.1"], **batches, "sglang_services_progress_interval": 5}
+        ),
+    )
     since = time.time()
     with slowed_down(VMID, r"^ninja -v ", 20, 10, unit="sglang@0.service") as said:
         proc, changed = play(inventory, *more, whole=True)
@@ -363,8 +397,9 @@ def test_a_new_stack_failing_on_its_canary_is_rolled_back_and_the_run_says_why(i
     old = in_ct(VMID, "readlink -f /opt/sglang/venv").stdout.strip()
     before = main_pids(VMID)
     plan = {"0": {"fault": "crash_at_start", "only_with": "pycountry==24.6.1"}}  # the old stack has 26.2.16
-    extra = json.dumps({"sglang_stack_extra_packages": ["pycountry==24.6.1"],
-                        "sglang_services_environment": standin_environment(plan)})  # fmt: skip
+    extra = json.dumps(
+        {"sglang_stack_extra_packages": ["pycountry==24.6.1"], "sglang_services_environment": standin_environment(plan)}
+    )
     proc, _ = play(inventory, "-e", extra, whole=True)
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0 and "failed on the canary sglang@0" in out, proc.stdout[-3000:]
@@ -449,8 +484,9 @@ def test_cold_start_then_warm_start_with_staggered_delays(inventory):
         for i, (load, warm) in enumerate([(3, 1), (1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (1, 1)])
     }
     delay = {int(i): p["load_s"] + p["warmup_s"] for i, p in plan.items()}
-    extra = json.dumps({"sglang_services_environment": standin_environment(plan),
-                        "sglang_services_progress_interval": 1})  # fmt: skip
+    extra = json.dumps(
+        {"sglang_services_environment": standin_environment(plan), "sglang_services_progress_interval": 1}
+    )
     try:
         in_ct(VMID, f"systemctl stop sglang@{{0..7}}.service && rm -rf {jit_dir()}/.cache/flashinfer")
         since = time.time()
@@ -507,8 +543,15 @@ def test_an_api_key_from_vault_is_enforced_and_never_shown(inventory, tmp_path):
         # the servers' own key, the router left out (test_router.py has keyed servers behind the router)
         no_router = ("--skip-tags=router", "-e", "sglang_services_router_drain=false")
         since = int(time.time())
-        proc, changed = play(inventory, "-v", *no_router, "--vault-password-file", str(tmp_path / "pass"),
-                             "-e", f"@{tmp_path / 'key.yml'}")  # fmt: skip
+        proc, changed = play(
+            inventory,
+            "-v",
+            *no_router,
+            "--vault-password-file",
+            str(tmp_path / "pass"),
+            "-e",
+            f"@{tmp_path / 'key.yml'}",
+        )
         assert proc.returncode == 0 and changed > 0, proc.stdout[-3000:]
         assert key not in proc.stdout + proc.stderr
         assert status("/v1/models") == 401
@@ -531,8 +574,11 @@ def test_an_api_key_from_vault_is_enforced_and_never_shown(inventory, tmp_path):
 
 
 def test_a_crash_at_start_is_named_with_its_state_and_journal(inventory):
-    plan = {"sglang_services_environment": standin_environment({"1": {"fault": "crash_at_start"}}),
-            "sglang_services_health_deadline": 15, "sglang_services_restart_batch": 1}  # fmt: skip
+    plan = {
+        "sglang_services_environment": standin_environment({"1": {"fault": "crash_at_start"}}),
+        "sglang_services_health_deadline": 15,
+        "sglang_services_restart_batch": 1,
+    }
     try:
         proc, _ = play(inventory, "-e", json.dumps(plan))
         assert proc.returncode != 0
@@ -554,8 +600,10 @@ def test_an_instance_crashing_at_every_start_fails_the_run_without_waiting_for_t
     unit (SuccessExitStatus) - and systemd restarts it, RestartSec apart (1 s: fast-clock.yml): the health check
     names it after two restarts (NRestarts), not at its 30-minute deadline nor only at the start limit; a run without
     the fault repairs it."""
-    plan = {"sglang_services_environment": standin_environment({"5": {"fault": "crash_at_start"}}),
-            "sglang_services_health_deadline": 1800}  # fmt: skip
+    plan = {
+        "sglang_services_environment": standin_environment({"5": {"fault": "crash_at_start"}}),
+        "sglang_services_health_deadline": 1800,
+    }
     try:
         started = time.monotonic()
         proc, _ = play(inventory, "-e", json.dumps(plan))
@@ -604,8 +652,10 @@ def test_two_instances_on_one_gpu_start_one_after_another_at_every_start(invento
     until the first listens; started together by systemd (as at boot) they still come up one after the other,
     where the stand-in, like the real server, kills the one that profiles while the other is loading."""
     instances = [{"gpu": 0, "mem_fraction_static": 0.45}, {"gpu": 1}, {"gpu": 0, "mem_fraction_static": 0.45}]
-    extra = {"sglang_services_instances": instances,
-             "sglang_services_environment": standin_environment({"0": {"load_s": 2}})}  # fmt: skip
+    extra = {
+        "sglang_services_instances": instances,
+        "sglang_services_environment": standin_environment({"0": {"load_s": 2}}),
+    }
     proc, _ = play(inventory, "-e", json.dumps(extra))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert [status("/health", index=i) for i in range(3)] == [200] * 3
@@ -636,30 +686,43 @@ def test_two_instances_on_one_gpu_start_one_after_another_at_every_start(invento
 # own check, the model's room in /dev/shm read in the CT (the staging script), a key in plain text on the command
 # line.
 REFUSED = {
-    "settings": ({"sglang_services_port_base": 65530, "sglang_services_mem_fraction_static": 1.5,
-                  "sglang_services_restart_batch": -1, "sglang_services_progress_interval": -20,
-                  "sglang_services_host": "0.0.0.0", "sglang_services_attention_backend": "fa5"},
-                 ["sglang_services_port_base 65530 (and sglang_services_nccl_port_base 33000) plus the highest GPU"
-                  " index 7",
-                  "sglang_services_mem_fraction_static is 1.5; it must be",
-                  "sglang_services_restart_batch is -1; it must be 0",
-                  "sglang_services_progress_interval is -20; it must be 0 (one silent",
-                  "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set",
-                  "sglang_services_attention_backend: --attention-backend: 'fa5' is not one of its choices"]),
-    "model too big": ({"sglang_services_model_source": "/srv/big-model"},
-                      ["not enough room in /dev/shm for the model: it needs 2.0 GiB"]),
-    "plain-text key": ({"sglang_services_api_key": "plain-text-key"},
-                       ["sglang_services_api_key is written in plain text (an inventory, a vars file, a playbook or the"
-                        " command"]),
-}  # fmt: skip
+    "settings": (
+        {
+            "sglang_services_port_base": 65530,
+            "sglang_services_mem_fraction_static": 1.5,
+            "sglang_services_restart_batch": -1,
+            "sglang_services_progress_interval": -20,
+            "sglang_services_host": "0.0.0.0",
+            "sglang_services_attention_backend": "fa5",
+        },
+        [
+            "sglang_services_port_base 65530 (and sglang_services_nccl_port_base 33000) plus the highest GPU index 7",
+            "sglang_services_mem_fraction_static is 1.5; it must be",
+            "sglang_services_restart_batch is -1; it must be 0",
+            "sglang_services_progress_interval is -20; it must be 0 (one silent",
+            "sglang_services_host 0.0.0.0 is reachable from other machines and the servers have no key: set",
+            "sglang_services_attention_backend: --attention-backend: 'fa5' is not one of its choices",
+        ],
+    ),
+    "model too big": (
+        {"sglang_services_model_source": "/srv/big-model"},
+        ["not enough room in /dev/shm for the model: it needs 2.0 GiB"],
+    ),
+    "plain-text key": (
+        {"sglang_services_api_key": "plain-text-key"},
+        ["sglang_services_api_key is written in plain text (an inventory, a vars file, a playbook or the command"],
+    ),
+}
 
 
 @pytest.fixture(scope="module")
 def refused(inventory):
     """Each REFUSED run, side by side, and the CT before and after them all."""
     # the router left out for the key: this is the services' own check of it (test_router.py has the router's)
-    arguments = [(inventory, *(["--skip-tags=router"] if "sglang_services_api_key" in extra else []), "-e",
-                  json.dumps(extra)) for extra, _ in REFUSED.values()]  # fmt: skip
+    arguments = [
+        (inventory, *(["--skip-tags=router"] if "sglang_services_api_key" in extra else []), "-e", json.dumps(extra))
+        for extra, _ in REFUSED.values()
+    ]
     return refused_side_by_side(play, arguments, lambda: (in_ct(VMID, SNAPSHOT).stdout, ct_state(VMID)))
 
 
@@ -705,8 +768,12 @@ print("fault made", flush=True)
 
 
 def play_during_the_copy(inventory, fault):
-    watcher = subprocess.Popen(["/usr/sbin/pct", "exec", str(VMID), "--", "python3", "-c", DURING_THE_COPY, fault],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    watcher = subprocess.Popen(
+        ["/usr/sbin/pct", "exec", str(VMID), "--", "python3", "-c", DURING_THE_COPY, fault],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         proc, _ = play(inventory, "-e", json.dumps(FAULT_SOURCE))
     finally:
@@ -719,8 +786,11 @@ def test_the_model_source_vanishing_or_dev_shm_filling_during_staging_fails_nami
     """A 256 MiB model in 128 files: the source vanishes under the copy, then /dev/shm fills up under it. Each run
     fails saying so, how far the copy got, and that the previous copy is still there (room for both: it stays until
     the new one is whole); nothing half copied is left. The fault gone, a re-run stages the model."""
-    in_ct(VMID, f"mkdir -p {FAULT_MODEL} && cp /mnt/models/stand-in/config.json {FAULT_MODEL}/"
-          f" && for i in $(seq -w 0 127); do head -c 2M /dev/zero >{FAULT_MODEL}/w-$i.bin; done")  # fmt: skip
+    in_ct(
+        VMID,
+        f"mkdir -p {FAULT_MODEL} && cp /mnt/models/stand-in/config.json {FAULT_MODEL}/"
+        f" && for i in $(seq -w 0 127); do head -c 2M /dev/zero >{FAULT_MODEL}/w-$i.bin; done",
+    )
     still_staged = "cmp /mnt/models/stand-in/model.safetensors /dev/shm/stand-in/model.safetensors"
     nothing_half = "test ! -e /dev/shm/stand-in.partial && test ! -e /dev/shm/stand-in.previous"
     try:
@@ -781,13 +851,15 @@ def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_c
     the reboot lands in its health wait): the run fails saying the CT stopped or restarted under the task, not
     that an instance crashed; the CT's boot brings its servers back by itself; a re-run converges."""
     plan = {"0": {"load_s": 15, "warmup_s": 1}}
-    extra = json.dumps({**FAULT_SOURCE, "sglang_services_restart_batch": 1,
-                        "sglang_services_environment": standin_environment(plan)})  # fmt: skip
+    extra = json.dumps(
+        {**FAULT_SOURCE, "sglang_services_restart_batch": 1, "sglang_services_environment": standin_environment(plan)}
+    )
     # the reboot once the run waits for instance 0's health (its output read as it comes: the restart itself, not
     # another change of its main process, decides when)
     argv, env = playbook_command("site.yml", inventory, "ct970", "--tags=services", "-e", extra)
-    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                           env=dict(env, PYTHONUNBUFFERED="1"))  # fmt: skip
+    run = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=dict(env, PYTHONUNBUFFERED="1")
+    )
     said, rebooted = [], []
     try:
         for line in run.stdout:
@@ -803,8 +875,11 @@ def test_the_container_restarted_during_a_converge_fails_naming_it_and_a_rerun_c
     out = " ".join(proc.stdout.split())
     assert proc.returncode != 0, proc.stdout[-3000:]
     # the health wait sees systemd stopping the servers, or the channel is lost with the task under it
-    causes = ("the container is shutting down (a shutdown or a reboot", "restarted while the task ran (it has been up",
-              "stopped under the task (a shutdown or a reboot")  # fmt: skip
+    causes = (
+        "the container is shutting down (a shutdown or a reboot",
+        "restarted while the task ran (it has been up",
+        "stopped under the task (a shutdown or a reboot",
+    )
     assert any(cause in out for cause in causes), proc.stdout[-3000:]
     assert "systemd gave up on them" not in out, proc.stdout[-3000:]
     wait_healthy(deadline_s=120)  # the CT's own boot: staging unit, then the 8
@@ -829,24 +904,40 @@ SITE = {
     "gpu_capability": [],
     "jit_cache": [("/var/cache/sglang/.cache/flashinfer", "/var/cache/sglang/.cache/flashinfer")],
     "job_progress": [("/srv/models/Qwen3-8B", "/mnt/models/stand-in"), ("/dev/shm/Qwen3-8B", "/dev/shm/example-copy")],
-    "pct_config": [("vmid: 200", f"vmid: {EXAMPLE_VMID}"), ("delegate_to: pve1", "delegate_to: lab-pve"),
-                   ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE),
-                   ("rootfs: local-lvm:200", "rootfs: local-lvm:4")],
-    "pct_info": [("vmid: 200", f"vmid: {EXAMPLE_VMID}"), ("delegate_to: pve1", "delegate_to: lab-pve"),
-                 ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE)],
-    "pve_cluster_info": [("pve1.example.com", "127.0.0.1"), ("vmid: 200", f"vmid: {EXAMPLE_VMID}"),
-                         ("node: pve1", f"node: {NODE}")],
-    "sglang_health": [("127.0.0.1:30000", "127.0.0.1:32000"), ("127.0.0.1:30001", "127.0.0.1:32001"),
-                      ("chat: Qwen3-8B", "chat: stand-in")],
+    "pct_config": [
+        ("vmid: 200", f"vmid: {EXAMPLE_VMID}"),
+        ("delegate_to: pve1", "delegate_to: lab-pve"),
+        ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE),
+        ("rootfs: local-lvm:200", "rootfs: local-lvm:4"),
+    ],
+    "pct_info": [
+        ("vmid: 200", f"vmid: {EXAMPLE_VMID}"),
+        ("delegate_to: pve1", "delegate_to: lab-pve"),
+        ("local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst", TEMPLATE),
+    ],
+    "pve_cluster_info": [
+        ("pve1.example.com", "127.0.0.1"),
+        ("vmid: 200", f"vmid: {EXAMPLE_VMID}"),
+        ("node: pve1", f"node: {NODE}"),
+    ],
+    "sglang_health": [
+        ("127.0.0.1:30000", "127.0.0.1:32000"),
+        ("127.0.0.1:30001", "127.0.0.1:32001"),
+        ("chat: Qwen3-8B", "chat: stand-in"),
+    ],
     "sglang_units_info": [],
     "smg_workers": [("127.0.0.1:30003", "127.0.0.1:32003")],
     "stack_info": [],
-    "uv_stack": [("venv: /opt/sglang/venv", "venv: /opt/gpulxc-example/venv"),
-                 ("dir: /etc/sglang/stack", "dir: /etc/gpulxc-example/stack")],
-    "wheelhouse": [("dest: /srv/wheelhouse", 'dest: "{{ example_dir }}/wheelhouse"'),
-                   ("https://pypi.org/simple", "http://127.0.0.1:3141/simple"),
-                   (EXAMPLE_UV, LAB_UV)],
-}  # fmt: skip
+    "uv_stack": [
+        ("venv: /opt/sglang/venv", "venv: /opt/gpulxc-example/venv"),
+        ("dir: /etc/sglang/stack", "dir: /etc/gpulxc-example/stack"),
+    ],
+    "wheelhouse": [
+        ("dest: /srv/wheelhouse", 'dest: "{{ example_dir }}/wheelhouse"'),
+        ("https://pypi.org/simple", "http://127.0.0.1:3141/simple"),
+        (EXAMPLE_UV, LAB_UV),
+    ],
+}
 # where an example runs: in the CT, on the controller (a wheelhouse builder)
 ON_CONTROLLER = {"wheelhouse"}
 
@@ -869,14 +960,30 @@ def example_site(tmp_path):
     state = Path("/var/lib/gpulxc-lab/api")
     (tmp_path / "files/pve-root-ca.pem").write_bytes((state / "pve-ssl.pem").read_bytes())
     (tmp_path / "token").write_text("ansible@pve!audit=00000000-0000-4000-8000-0000000000aa\n")
-    api = subprocess.Popen(["/usr/bin/python3", "-m", "pve.api", "--port", "8006", "--cert", str(state / "pve-ssl.pem"),
-                            "--key", str(state / "pve-ssl.key"), "--token-file", str(tmp_path / "token")],
-                           env=dict(os.environ, PYTHONPATH="/usr/local/lib/gpulxc-lab"))  # fmt: skip
+    api = subprocess.Popen(
+        [
+            "/usr/bin/python3",
+            "-m",
+            "pve.api",
+            "--port",
+            "8006",
+            "--cert",
+            str(state / "pve-ssl.pem"),
+            "--key",
+            str(state / "pve-ssl.key"),
+            "--token-file",
+            str(tmp_path / "token"),
+        ],
+        env=dict(os.environ, PYTHONPATH="/usr/local/lib/gpulxc-lab"),
+    )
     # uv_stack's example keeps a venv that uv_venv made: one of its own, beside the services' stack
     in_ct(VMID, "/usr/local/bin/uv venv -q --python /usr/bin/python3 /opt/gpulxc-example/venv")
     uv = next(Path("/var/lib/gpulxc-lab/index/files").glob("uv-0.13.9-*.whl"))
-    yield {"dir": tmp_path, "uv_sha256": hashlib.sha256(uv.read_bytes()).hexdigest(),
-           "secret": "00000000-0000-4000-8000-0000000000aa"}  # fmt: skip
+    yield {
+        "dir": tmp_path,
+        "uv_sha256": hashlib.sha256(uv.read_bytes()).hexdigest(),
+        "secret": "00000000-0000-4000-8000-0000000000aa",
+    }
     api.terminate()
     api.wait(10)
     destroy(EXAMPLE_VMID)
@@ -899,8 +1006,12 @@ def test_every_modules_examples_run_as_written(inventory, example_site, module):
     facts = [{"ansible.builtin.setup": {"gather_subset": ["!all", "!min", "local"]}}] if "ansible_local" in text else []
     play_ = {"name": f"{module}'s EXAMPLES", "hosts": host, "gather_facts": False, "pre_tasks": facts, "tasks": tasks}
     playbook.write_text(yaml.safe_dump([play_], sort_keys=False))
-    extra = {"vaulted_key": "example-key-0123456789", "vault_pve_audit_token": example_site["secret"],
-             "example_dir": str(example_site["dir"]), "ansible_python_interpreter": sys.executable}  # fmt: skip
+    extra = {
+        "vaulted_key": "example-key-0123456789",
+        "vault_pve_audit_token": example_site["secret"],
+        "example_dir": str(example_site["dir"]),
+        "ansible_python_interpreter": sys.executable,
+    }
     if host != "localhost":
         extra.pop("ansible_python_interpreter")
     argv, env = playbook_command(str(playbook), inventory, f"{host},lab-pve", "-e", json.dumps(extra))

@@ -33,12 +33,36 @@ def old_checkout(tmp_path_factory):
 def inventory(lab_ready, old_checkout, tmp_path_factory):
     destroy(VMID)
     path = tmp_path_factory.mktemp("inv") / f"{NAME}.yml"
-    path.write_text(json.dumps({"sglang_containers": {"hosts": {NAME: {
-        "proxmox_vmid": VMID, "pct_container_node": "lab-pve",
-        "sglang_services_port_base": 40000, "sglang_services_nccl_port_base": 41000,
-        "sglang_router_port": 8985, "sglang_router_prometheus_port": 29985}}}}))  # fmt: skip
-    argv = [str(REPO / ".venv/bin/ansible-playbook"), "site.yml", "-i", str(old_checkout / "inventories/lab"),
-            "-i", str(FAST_CLOCK), "-i", str(path), "-l", NAME]  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "sglang_containers": {
+                    "hosts": {
+                        NAME: {
+                            "proxmox_vmid": VMID,
+                            "pct_container_node": "lab-pve",
+                            "sglang_services_port_base": 40000,
+                            "sglang_services_nccl_port_base": 41000,
+                            "sglang_router_port": 8985,
+                            "sglang_router_prometheus_port": 29985,
+                        }
+                    }
+                }
+            }
+        )
+    )
+    argv = [
+        str(REPO / ".venv/bin/ansible-playbook"),
+        "site.yml",
+        "-i",
+        str(old_checkout / "inventories/lab"),
+        "-i",
+        str(FAST_CLOCK),
+        "-i",
+        str(path),
+        "-l",
+        NAME,
+    ]
     env = dict(os.environ, ANSIBLE_CONFIG=str(old_checkout / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
     old = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=old_checkout, env=env)
     assert old.returncode == 0, old.stdout[-3000:]

@@ -14,9 +14,8 @@ import yaml
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 SHARED = re.compile(r"/opt/sglang|/etc/sglang|/var/cache/sglang|/opt/smg|/etc/smg|/etc/ansible/facts\.d")
 FILES = sorted(
-    path for path in [*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/vars/main.yml")]
-    if path.parts[-3] != "gpulxc"
-)  # fmt: skip
+    path for path in [*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/vars/main.yml")] if path.parts[-3] != "gpulxc"
+)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f"{path.parts[-3]}/{path.parts[-2]}" for path in FILES])
@@ -110,7 +109,7 @@ def set_facts(path):
 
 TASK_FILES = sorted(
     [*ROLES.glob("*/tasks/*.yml"), *ROLES.glob("*/handlers/*.yml"), *(ROLES.parent / "playbooks").rglob("*.yml")]
-)  # fmt: skip
+)
 
 
 def registers(value):

@@ -291,12 +291,21 @@ def load_nvrtc():
 # attention backends, sglang-kernel on CUDA. 0.5.12's checks are not modelled.
 PACKAGE_MINIMUMS = {
     "0.5.23": (
-        ("flashinfer_python", "0.7.2", True, "Please uninstall the old version and reinstall the latest version by"
-         " following the instructions at https://docs.flashinfer.ai/installation.html."),
-        ("sglang-kernel", "0.4.9", False, "Please reinstall the latest version with"
-         " `pip install sglang-kernel --force-reinstall`"),
+        (
+            "flashinfer_python",
+            "0.7.2",
+            True,
+            "Please uninstall the old version and reinstall the latest version by"
+            " following the instructions at https://docs.flashinfer.ai/installation.html.",
+        ),
+        (
+            "sglang-kernel",
+            "0.4.9",
+            False,
+            "Please reinstall the latest version with `pip install sglang-kernel --force-reinstall`",
+        ),
     )
-}  # fmt: skip
+}
 
 
 def _release(text):
@@ -312,8 +321,10 @@ def check_packages(backend):
         except importlib.metadata.PackageNotFoundError:
             die(f"Exception: {dist} with minimum required version {minimum} is not installed. {advice}")
         if _release(installed) < _release(minimum):
-            die(f"Exception: {dist} is installed with version {installed}, which is less than the minimum"
-                f" required version {minimum}. {advice}")  # fmt: skip
+            die(
+                f"Exception: {dist} is installed with version {installed}, which is less than the minimum"
+                f" required version {minimum}. {advice}"
+            )
 
 
 def attention_backend(args):
@@ -333,8 +344,10 @@ def attention_backend(args):
 
 def check_environment(index):
     if find_cuda_home() is None:
-        die("Traceback (most recent call last):\n  File \"deep_gemm/__init__.py\", line 37, in <module>\n"
-            "    assert cuda_home is not None\nAssertionError")  # fmt: skip
+        die(
+            'Traceback (most recent call last):\n  File "deep_gemm/__init__.py", line 37, in <module>\n'
+            "    assert cuda_home is not None\nAssertionError"
+        )
     try:
         load_nvrtc()
     except OSError as error:
@@ -387,12 +400,21 @@ def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
         build = ops / name
         target = build / f"{name}.so"
         build.mkdir(parents=True, exist_ok=True)
-        for path, text in ((build / f"{name}.cu", kernel), (build / "build.ninja", (
-            f"cuda_home = {find_cuda_home()}\nnvcc = $cuda_home/bin/nvcc\n"  # as FlashInfer's build.ninja names them
-            "rule nvcc\n  command = $nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o $out\n"
-            "rule link\n  command = c++ -shared $in -o $out -L$cuda_home/lib64 -L$cuda_home/lib64/stubs"
-            " -lcudart -lcuda\n"
-            f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"))):  # fmt: skip
+        for path, text in (
+            (build / f"{name}.cu", kernel),
+            (
+                build / "build.ninja",
+                (
+                    # as FlashInfer's build.ninja names them
+                    f"cuda_home = {find_cuda_home()}\nnvcc = $cuda_home/bin/nvcc\n"
+                    "rule nvcc\n  command = $nvcc -gencode arch=compute_120,code=sm_120 -Xcompiler -fPIC -c $in -o"
+                    " $out\n"
+                    "rule link\n  command = c++ -shared $in -o $out -L$cuda_home/lib64 -L$cuda_home/lib64/stubs"
+                    " -lcudart -lcuda\n"
+                    f"build {name}.o: nvcc {name}.cu\nbuild {name}.so: link {name}.o\n"
+                ),
+            ),
+        ):
             if not path.exists() or path.read_text() != text:  # write_if_different
                 path.write_text(text)
         dry = subprocess.run(["ninja", "-C", str(build), "-n"], capture_output=True, text=True, check=False)
@@ -401,8 +423,12 @@ def jit_build(name="gpulxc_standin_decode", kernel=KERNEL):
             with (ops.parent / "gpulxc-standin-builds.log").open("a") as log:
                 log.write(f"{time.time():.3f} pid={os.getpid()} gpu={gpu_index()} op={name} started\n")
         # the command line of FlashInfer's run_ninja (flashinfer/jit/cpp_ext.py): sglang_health names the build by it
-        proc = subprocess.run(["ninja", "-v", "-C", str(build), "-f", str(build / "build.ninja")], capture_output=True,
-                              text=True, check=False)  # fmt: skip
+        proc = subprocess.run(
+            ["ninja", "-v", "-C", str(build), "-f", str(build / "build.ninja")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0:
             crash(f"RuntimeError: Ninja build failed for {name}:\n{proc.stdout}{proc.stderr}")
         load_library(target)
@@ -563,15 +589,24 @@ def handler_for(state):
                 with state.lock:
                     running = state.running
                 load = {"num_running_reqs": running, "num_waiting_reqs": 0, "num_total_reqs": running}
-                return 200, {"timestamp": datetime.now(timezone.utc).isoformat(), "version": VERSION,
-                             "dp_rank_count": 1, "loads": [load],
-                             "aggregate": {"total_running_reqs": running, "total_waiting_reqs": 0,
-                                           "total_reqs": running}}  # fmt: skip
+                return 200, {
+                    "timestamp": datetime.now(timezone.utc).isoformat(),
+                    "version": VERSION,
+                    "dp_rank_count": 1,
+                    "loads": [load],
+                    "aggregate": {"total_running_reqs": running, "total_waiting_reqs": 0, "total_reqs": running},
+                }
             if self.path == "/metrics" and args.enable_metrics:
                 # the real server's labels (tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt, recorded on the H200)
                 # and --extra-metric-labels on every scheduler metric (scheduler_metrics_mixin.py:131-149)
-                pairs = {"engine_type": "unified", "model_name": name, "moe_ep_rank": "0", "pp_rank": "0",
-                         "tp_rank": "0", **(args.extra_metric_labels or {})}  # fmt: skip
+                pairs = {
+                    "engine_type": "unified",
+                    "model_name": name,
+                    "moe_ep_rank": "0",
+                    "pp_rank": "0",
+                    "tp_rank": "0",
+                    **(args.extra_metric_labels or {}),
+                }
                 labels = ",".join(f'{key}="{value}"' for key, value in pairs.items())
                 usage = min(1.0, state.logged_running / float(args.max_running_requests or 64))
                 text = (
@@ -609,14 +644,27 @@ def handler_for(state):
             finally:
                 with state.lock:
                     state.running -= 1
-            return self.reply(200, {
-                "id": reply_id, "object": "chat.completion", "created": int(time.time()),
-                "model": args.served_model_name or args.model_path,
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": "stand-in reply", "reasoning_content": None}}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                          "total_tokens": prompt + completion},
-            })  # fmt: skip
+            return self.reply(
+                200,
+                {
+                    "id": reply_id,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": args.served_model_name or args.model_path,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "stand-in reply", "reasoning_content": None},
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
+                },
+            )
 
         def stream(self, reply_id, completion):
             """Server-sent events, a token every 5 ms, then [DONE]; the connection's end closes the body."""

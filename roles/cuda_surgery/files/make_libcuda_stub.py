@@ -13,8 +13,12 @@ import sys
 import tempfile
 
 cuda_home, output = sys.argv[1:]
-pre = subprocess.run(["gcc", "-E", "-P", "-I", cuda_home + "/include", cuda_home + "/include/cuda.h"],
-                     capture_output=True, text=True, check=True).stdout  # fmt: skip
+pre = subprocess.run(
+    ["gcc", "-E", "-P", "-I", cuda_home + "/include", cuda_home + "/include/cuda.h"],
+    capture_output=True,
+    text=True,
+    check=True,
+).stdout
 names = sorted(set(re.findall(r"\bCUresult\s+(cu[A-Za-z0-9_]+)\s*\(", pre)))
 if "cuInit" not in names:
     sys.exit("no driver API prototypes found in cuda.h")

@@ -29,7 +29,7 @@ def conf(key, value):
         ("features", "nesting=1,keyctl=1", False, False),
         ("rootfs", "local:200/vm-200-disk-0.raw,size=8G", False, False),
     ],
-)  # fmt: skip
+)
 def test_what_a_running_container_takes_at_once_per_release(key, value, pve8, pve9):
     assert hotplug.hotplug_allowed(key, conf(key, value), version="5.3.5") is pve8
     assert hotplug.hotplug_allowed(key, conf(key, value), version="6.1.10") is pve9

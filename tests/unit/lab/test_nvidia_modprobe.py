@@ -23,8 +23,12 @@ def node(tmp_path):
     mig.mkdir(parents=True)
     (mig / "config").write_text("DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n")
     (mig / "monitor").write_text("DeviceFileMinor: 2\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
-    env = dict(os.environ, GPULXC_LAB_DEV_ROOT=str(tmp_path), GPULXC_LAB_STATE=str(tmp_path / "state"),
-               GPULXC_LAB_PROC_DRIVER=str(tmp_path / "proc"))  # fmt: skip
+    env = dict(
+        os.environ,
+        GPULXC_LAB_DEV_ROOT=str(tmp_path),
+        GPULXC_LAB_STATE=str(tmp_path / "state"),
+        GPULXC_LAB_PROC_DRIVER=str(tmp_path / "proc"),
+    )
 
     def modprobe(*args):
         return subprocess.run([str(TOOL), *args], capture_output=True, text=True, env=env, check=False)
@@ -34,8 +38,11 @@ def node(tmp_path):
         for path in sorted((tmp_path / "dev").rglob("*")):
             info = path.lstat()
             if stat.S_ISCHR(info.st_mode):
-                found[str(path.relative_to(tmp_path))] = (os.major(info.st_rdev), os.minor(info.st_rdev),
-                                                          "%04o" % stat.S_IMODE(info.st_mode))  # fmt: skip
+                found[str(path.relative_to(tmp_path))] = (
+                    os.major(info.st_rdev),
+                    os.minor(info.st_rdev),
+                    "%04o" % stat.S_IMODE(info.st_mode),
+                )
         return found
 
     modprobe.nodes = nodes
@@ -63,8 +70,9 @@ def test_modeset_caps_and_a_wrong_node_replaced(node):
     (node.root / "dev/nvidiactl").write_text("not a device")
     assert node("-c255", "-m").returncode == 0
     assert node.nodes() == {"dev/nvidiactl": (195, 255, "0666"), "dev/nvidia-modeset": (195, 254, "0666")}
-    proc = node("-f", str(node.root / "proc/capabilities/mig/config"),
-                "-f", str(node.root / "proc/capabilities/mig/monitor"))  # fmt: skip
+    proc = node(
+        "-f", str(node.root / "proc/capabilities/mig/config"), "-f", str(node.root / "proc/capabilities/mig/monitor")
+    )
     assert proc.returncode == 0, proc.stderr
     assert node.nodes()["dev/nvidia-caps/nvidia-cap1"] == (CAPS, 1, "0400")
     assert node.nodes()["dev/nvidia-caps/nvidia-cap2"] == (CAPS, 2, "0444")

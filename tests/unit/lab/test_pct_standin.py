@@ -201,12 +201,24 @@ def test_set_writes_booleans_as_proxmox_does(node, capsys):
 
 
 def test_set_rewrites_tags_and_dns_lists_as_update_pct_config_does(node, capsys):
-    code, _, err = run(capsys, "set", "200", "--tags", "Prod,gpu;prod sglang", "--nameserver", "1.1.1.1,8.8.8.8",
-                       "--searchdomain", "a.example;b.example")  # fmt: skip
+    code, _, err = run(
+        capsys,
+        "set",
+        "200",
+        "--tags",
+        "Prod,gpu;prod sglang",
+        "--nameserver",
+        "1.1.1.1,8.8.8.8",
+        "--searchdomain",
+        "a.example;b.example",
+    )
     assert code == 0, err
     keys = pveconf.parse(node.read_text())["main"]["keys"]
     assert (keys["tags"], keys["nameserver"], keys["searchdomain"]) == (
-        "gpu;prod;sglang", "1.1.1.1 8.8.8.8", "a.example b.example")  # fmt: skip
+        "gpu;prod;sglang",
+        "1.1.1.1 8.8.8.8",
+        "a.example b.example",
+    )
 
 
 def test_set_fails_when_a_device_node_is_missing(node, capsys):

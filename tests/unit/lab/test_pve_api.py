@@ -43,9 +43,28 @@ def server(tmp_path_factory):
     (root / "nodes/lab-pve2/lxc/922.conf").write_text("arch: amd64\n")
     (root / "nodes/lab-pve2/qemu-server/923.conf").write_text("name: build\nmemory: 2048\n")
     cert, key = root / "pve-ssl.pem", root / "pve-ssl.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     httpd = api.make_server(0, str(cert), str(key), TOKEN, str(root))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield httpd.server_address[1], cert, root
@@ -54,30 +73,51 @@ def server(tmp_path_factory):
 
 def client(server, secret=SECRET, **kwargs):
     port, cert, _ = server
-    return ProxmoxAPI("127.0.0.1", port=port, user="gpulxc-audit@pve", token_name="lab", token_value=secret,
-                      verify_ssl=str(cert), **kwargs)  # fmt: skip
+    return ProxmoxAPI(
+        "127.0.0.1",
+        port=port,
+        user="gpulxc-audit@pve",
+        token_name="lab",
+        token_value=secret,
+        verify_ssl=str(cert),
+        **kwargs,
+    )
 
 
 def test_cluster_status_lists_both_nodes_the_local_one_marked(server):
     status = client(server).cluster.status.get()
-    assert status[0] == {"type": "cluster", "id": "cluster", "nodes": 2, "version": 2, "name": "gpulxc-lab",
-                         "quorate": 1}  # fmt: skip
+    assert status[0] == {
+        "type": "cluster",
+        "id": "cluster",
+        "nodes": 2,
+        "version": 2,
+        "name": "gpulxc-lab",
+        "quorate": 1,
+    }
     assert {(e["name"], e["local"], e["nodeid"]) for e in status[1:]} == {("vm", 1, 1), ("lab-pve2", 0, 2)}
 
 
 def test_cluster_resources_lists_every_guest_of_the_tree(server):
     resources = client(server).cluster.resources.get(type="vm")
     assert [(r["id"], r["vmid"], r["node"], r["name"]) for r in resources] == [
-        ("lxc/920", 920, "vm", "ct920"), ("lxc/921", 921, "lab-pve2", "ct920"), ("lxc/922", 922, "lab-pve2", "CT922"),
-        ("qemu/923", 923, "lab-pve2", "build")]  # fmt: skip
+        ("lxc/920", 920, "vm", "ct920"),
+        ("lxc/921", 921, "lab-pve2", "ct920"),
+        ("lxc/922", 922, "lab-pve2", "CT922"),
+        ("qemu/923", 923, "lab-pve2", "build"),
+    ]
     assert resources[1]["status"] == "stopped" and resources[1]["template"] == 0
 
 
 @pytest.mark.parametrize(
     ("vmid", "hostname", "placement"),
-    [(920, "ct920", "here"), (921, "ct920", "migrated"), (922, "ct920", "taken"), (923, "ct920", "taken"),
-     (924, "ct924", "absent")],
-)  # fmt: skip
+    [
+        (920, "ct920", "here"),
+        (921, "ct920", "migrated"),
+        (922, "ct920", "taken"),
+        (923, "ct920", "taken"),
+        (924, "ct924", "absent"),
+    ],
+)
 def test_the_module_decides_on_what_the_stand_in_answers(server, vmid, hostname, placement):
     c = client(server)
     result = mod.decide(c.cluster.status.get(), c.cluster.resources.get(type="vm"), vmid, "", hostname)

@@ -50,12 +50,35 @@ def flag_table(tmp_path_factory, monkeypatch):
 
 
 REFERENCE_FLAGS = [
-    "--model-path", "/dev/shm/model", "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer",
-    "--mem-fraction-static", "0.88", "--max-running-requests", "64", "--context-length", "8192",
-    "--chunked-prefill-size", "4096", "--mamba-scheduler-strategy", "extra_buffer", "--mamba-ssm-dtype",
-    "float32", "--trust-remote-code", "--served-model-name", "model", "--enable-metrics", "--nccl-port",
-    "31000", "--host", "127.0.0.1", "--port", "30000",
-]  # fmt: skip
+    "--model-path",
+    "/dev/shm/model",
+    "--reasoning-parser",
+    "qwen3",
+    "--attention-backend",
+    "flashinfer",
+    "--mem-fraction-static",
+    "0.88",
+    "--max-running-requests",
+    "64",
+    "--context-length",
+    "8192",
+    "--chunked-prefill-size",
+    "4096",
+    "--mamba-scheduler-strategy",
+    "extra_buffer",
+    "--mamba-ssm-dtype",
+    "float32",
+    "--trust-remote-code",
+    "--served-model-name",
+    "model",
+    "--enable-metrics",
+    "--nccl-port",
+    "31000",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "30000",
+]
 
 
 def test_the_parser_takes_exactly_the_flags_of_sglang_0_5_12():
@@ -88,9 +111,25 @@ def test_anything_else_is_refused_as_argparse_does(bad, capsys):
 
 def test_it_takes_what_the_real_parser_takes():
     parser = server.build_parser()
-    args = parser.parse_args(["--model-path", "m", "--reasoning-parser", "auto", "--no-lora-strict-loading",
-                              "--experts-shared-outer-loras", "--sampling-backend", "pytorch", "--log-requests-level",
-                              "3", "--model-checksum", "--stream-output", "--lora-paths", "a", "b=c"])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "--model-path",
+            "m",
+            "--reasoning-parser",
+            "auto",
+            "--no-lora-strict-loading",
+            "--experts-shared-outer-loras",
+            "--sampling-backend",
+            "pytorch",
+            "--log-requests-level",
+            "3",
+            "--model-checksum",
+            "--stream-output",
+            "--lora-paths",
+            "a",
+            "b=c",
+        ]
+    )
     assert (args.reasoning_parser, args.lora_strict_loading, args.experts_shared_outer_loras) == ("auto", False, True)
     assert (args.sampling_backend, args.log_requests_level, args.model_checksum) == ("pytorch", 3, "")
     assert args.stream_output and args.lora_paths == ["a", "b=c"]
@@ -116,8 +155,10 @@ def test_a_value_outside_the_real_choices_is_refused(bad, capsys):
 
 def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
     config = tmp_path / "gpu3.yaml"
-    config.write_text("# instance 3\nmodel-path: /dev/shm/model\nport: 30003\nenable-metrics: true\n"
-                      "trust-remote-code: false\nattention-backend: \"flashinfer\"\n")  # fmt: skip
+    config.write_text(
+        "# instance 3\nmodel-path: /dev/shm/model\nport: 30003\nenable-metrics: true\n"
+        'trust-remote-code: false\nattention-backend: "flashinfer"\n'
+    )
     args = server.parse_args(["--config", str(config), "--port", "30103"])
     assert (args.model_path, args.port, args.enable_metrics, args.trust_remote_code) == (
         "/dev/shm/model",
@@ -237,8 +278,11 @@ def test_health_timeline_and_http_surface():
         assert get(base + "/model_info")[0] == 401  # needs the key, /health does not
         assert get(base + "/model_info", "k")[0] == 200  # answers during warm-up already
         warm_body = json.dumps({"model": "model", "messages": [{"role": "user", "content": "hi"}]}).encode()
-        warm_request = urllib.request.Request(base + "/v1/chat/completions", data=warm_body, headers={
-            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        warm_request = urllib.request.Request(
+            base + "/v1/chat/completions",
+            data=warm_body,
+            headers={"Authorization": "Bearer k", "content-type": "application/json"},
+        )
         with urllib.request.urlopen(warm_request, timeout=5) as response:  # so do completions (no status check)
             assert response.status == 200
         info = json.loads(get(base + "/server_info", "k")[1])  # its arguments, the key included, as the real one
@@ -252,8 +296,11 @@ def test_health_timeline_and_http_surface():
         assert models["data"][0]["id"] == "model" and models["data"][0]["max_model_len"] == 8192
         assert b"sglang:num_running_reqs" in get(base + "/metrics")[1]
         body = json.dumps({"model": "model", "messages": [{"role": "user", "content": "hi"}]}).encode()
-        request = urllib.request.Request(base + "/v1/chat/completions", data=body, headers={
-            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            base + "/v1/chat/completions",
+            data=body,
+            headers={"Authorization": "Bearer k", "content-type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=5) as response:
             reply = json.loads(response.read())
         assert reply["object"] == "chat.completion" and reply["choices"][0]["message"]["role"] == "assistant"
@@ -277,8 +324,11 @@ def test_its_load_is_live_on_v1_loads_and_as_last_logged_on_metrics(monkeypatch)
     try:
         # a long completion (100 tokens, 5 ms each) is in flight, and /metrics counts it
         long_body = json.dumps({"model": "model", "max_tokens": 100, "messages": []}).encode()
-        long_request = urllib.request.Request(base + "/v1/chat/completions", data=long_body, headers={
-            "Authorization": "Bearer k", "content-type": "application/json"})  # fmt: skip
+        long_request = urllib.request.Request(
+            base + "/v1/chat/completions",
+            data=long_body,
+            headers={"Authorization": "Bearer k", "content-type": "application/json"},
+        )
         replies = []
         started = time.monotonic()
         worker = threading.Thread(target=lambda: replies.append(urllib.request.urlopen(long_request, timeout=5).read()))
@@ -409,9 +459,25 @@ def test_its_load_gauges_are_named_and_labelled_as_the_real_servers(monkeypatch)
 def real_merger(tmp_path_factory):
     """ConfigArgumentMerger from the sglang 0.5.12 wheel on PyPI (its module imports only argparse and PyYAML)."""
     where = tmp_path_factory.mktemp("sglang-wheel")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                    "--python-version", "3.11", "--platform", "manylinux_2_34_x86_64", "-d", str(where),
-                    "sglang==0.5.12"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_34_x86_64",
+            "-d",
+            str(where),
+            "sglang==0.5.12",
+        ],
+        check=True,
+    )
     (wheel,) = where.glob("sglang-0.5.12-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (where / "server_args_config_parser.py").write_bytes(archive.read("sglang/srt/server_args_config_parser.py"))
@@ -437,8 +503,14 @@ def real_like_parser():
 @pytest.mark.parametrize(
     "config",
     [
-        {"model-path": "/dev/shm/m", "port": 30003, "mem-fraction-static": 0.3, "trust-remote-code": True,
-         "enable-metrics": False, "api-key": "k"},
+        {
+            "model-path": "/dev/shm/m",
+            "port": 30003,
+            "mem-fraction-static": 0.3,
+            "trust-remote-code": True,
+            "enable-metrics": False,
+            "api-key": "k",
+        },
         {"mem_fraction_static": 0.3, "enable_metrics": True},  # underscore keys: written as they are
         {"json-model-override-args": '{"a": 1}', "served-model-name": None, "context-length": 4096.0},
         {"cuda-graph-bs": [1, 2, 4], "lora-paths": [], "skip-tokenizer-init": "false"},
@@ -448,7 +520,7 @@ def real_like_parser():
         [1, 2],  # not a mapping
         None,  # an empty file
     ],
-)  # fmt: skip
+)
 def test_a_config_file_becomes_the_arguments_0_5_12s_merger_makes(tmp_path, real_merger, config):
     path = tmp_path / "instance-0.yaml"
     path.write_text(yaml.safe_dump(config) if config is not None else "")
@@ -465,8 +537,12 @@ def test_a_config_file_becomes_the_arguments_0_5_12s_merger_makes(tmp_path, real
 
 
 def test_a_config_file_that_is_not_yaml_or_missing_is_refused_as_0_5_12_does(tmp_path, real_merger):
-    for argv in (["--config", str(tmp_path / "x.json")], ["--config", str(tmp_path / "x.yaml")], ["--config"],
-                 ["--config", "a.yaml", "--config", "b.yaml"]):  # fmt: skip
+    for argv in (
+        ["--config", str(tmp_path / "x.json")],
+        ["--config", str(tmp_path / "x.yaml")],
+        ["--config"],
+        ["--config", "a.yaml", "--config", "b.yaml"],
+    ):
         messages = []
         for merge in (real_merger(real_like_parser()).merge_config_with_args, server.merge_config):
             with pytest.raises(ValueError) as info:
@@ -516,8 +592,13 @@ def test_a_plan_with_only_with_applies_only_in_a_stack_holding_that_distribution
     """A new stack's own fault (test_services' canary): the entry applies where the distribution, at that version
     when one is given, is installed - here pyyaml, which this venv holds - and nowhere else."""
     held = importlib.metadata.version("pyyaml")
-    for only_with, applies in [("pyyaml", True), (f"pyyaml=={held}", True), ("pyyaml==0.0.1", False),
-                               ("gpulxc-no-such-distribution", False), (None, True)]:  # fmt: skip
+    for only_with, applies in [
+        ("pyyaml", True),
+        (f"pyyaml=={held}", True),
+        ("pyyaml==0.0.1", False),
+        ("gpulxc-no-such-distribution", False),
+        (None, True),
+    ]:
         entry = {"fault": "crash_at_start", **({"only_with": only_with} if only_with else {})}
         monkeypatch.setenv("GPULXC_LAB_STANDIN_PLAN", json.dumps({"3": entry}))
         assert server.plan_for(3) == (entry if applies else {}), only_with

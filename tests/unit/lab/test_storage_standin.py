@@ -73,8 +73,9 @@ def test_status_of_a_storage_not_listed_says_no_such_storage(node, capsys, args)
 
 
 def test_a_disabled_storage_is_listed_as_disabled(node, capsys):
-    (node / "storage.cfg").write_text(storage.DEFAULT_CFG.replace("\tcontent rootdir,images\n",
-                                                                  "\tcontent rootdir,images\n\tdisable\n"))  # fmt: skip
+    (node / "storage.cfg").write_text(
+        storage.DEFAULT_CFG.replace("\tcontent rootdir,images\n", "\tcontent rootdir,images\n\tdisable\n")
+    )
     _, out, _ = run(capsys, storage.main, "status")
     assert out.splitlines()[2].split() == ["local-lvm", "lvmthin", "disabled", "0", "0", "0", "N/A"]
     _, out, _ = run(capsys, storage.main, "status", "--content", "rootdir")

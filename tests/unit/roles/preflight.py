@@ -74,11 +74,33 @@ CHECKS = (
     }
 )
 # A task's keywords: its one other key is its action.
-KEYWORDS = frozenset({
-    "name", "when", "vars", "tags", "register", "loop", "loop_control", "delegate_to", "run_once", "check_mode",
-    "changed_when", "failed_when", "until", "retries", "delay", "async", "poll", "ignore_errors", "no_log",
-    "environment", "notify", "become", "become_user",
-})  # fmt: skip
+KEYWORDS = frozenset(
+    {
+        "name",
+        "when",
+        "vars",
+        "tags",
+        "register",
+        "loop",
+        "loop_control",
+        "delegate_to",
+        "run_once",
+        "check_mode",
+        "changed_when",
+        "failed_when",
+        "until",
+        "retries",
+        "delay",
+        "async",
+        "poll",
+        "ignore_errors",
+        "no_log",
+        "environment",
+        "notify",
+        "become",
+        "become_user",
+    }
+)
 
 
 class NeedsState(Exception):

@@ -10,8 +10,12 @@ from ansible_collections.gpulxc.sglang.plugins.filter.router import SETTINGS, ro
 from conftest import trusted
 
 ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_router"
-LAYOUT = {"gpulxc_router_venv": "/opt/smg/venv", "gpulxc_router_dir": "/etc/smg",
-          "gpulxc_facts_dir": "/etc/ansible/facts.d", "ansible_managed": "managed"}  # fmt: skip
+LAYOUT = {
+    "gpulxc_router_venv": "/opt/smg/venv",
+    "gpulxc_router_dir": "/etc/smg",
+    "gpulxc_facts_dir": "/etc/ansible/facts.d",
+    "ansible_managed": "managed",
+}
 
 
 def variables(**given):
@@ -29,10 +33,12 @@ def plan(**given):
     in _sglang_router_fleet_instances, the inventory in groups and inventory_hostname, as tasks/fleet.yml and
     Ansible set them)."""
     found = variables(**given)
-    return router_plan({name: found[name] for name in SETTINGS},
-                       fleet_instances=found.get("_sglang_router_fleet_instances", []),
-                       inventory=found.get("groups", {}).get("all", []),
-                       inventory_hostname=found.get("inventory_hostname", ""))  # fmt: skip
+    return router_plan(
+        {name: found[name] for name in SETTINGS},
+        fleet_instances=found.get("_sglang_router_fleet_instances", []),
+        inventory=found.get("groups", {}).get("all", []),
+        inventory_hostname=found.get("inventory_hostname", ""),
+    )
 
 
 def errors(**given):

@@ -22,11 +22,18 @@ from conftest import trusted
 ROLE = Path(__file__).resolve().parents[3] / "roles/sglang_services"
 STACK = {"attention_backends": {"12.0": ["flashinfer", "triton"]}, "fallback_attention_backend": "triton"}
 LAYOUT = {
-    "gpulxc_venv": "/opt/sglang/venv", "gpulxc_env_file": "/etc/sglang/cuda.env", "gpulxc_config_dir": "/etc/sglang",
-    "gpulxc_cache_dir": "/var/cache/sglang", "gpulxc_facts_dir": "/etc/ansible/facts.d",
-    "gpulxc_router_dir": "/etc/smg", "gpulxc_stack_dir": "/opt/sglang", "ansible_managed": "managed",
-    "inventory_hostname": "ct200", "pct_container_node": "pve1", "sglang_services_model_source": "/mnt/models/m",
-}  # fmt: skip
+    "gpulxc_venv": "/opt/sglang/venv",
+    "gpulxc_env_file": "/etc/sglang/cuda.env",
+    "gpulxc_config_dir": "/etc/sglang",
+    "gpulxc_cache_dir": "/var/cache/sglang",
+    "gpulxc_facts_dir": "/etc/ansible/facts.d",
+    "gpulxc_router_dir": "/etc/smg",
+    "gpulxc_stack_dir": "/opt/sglang",
+    "ansible_managed": "managed",
+    "inventory_hostname": "ct200",
+    "pct_container_node": "pve1",
+    "sglang_services_model_source": "/mnt/models/m",
+}
 UNIT = "/etc/systemd/system/sglang@.service"
 
 
@@ -49,8 +56,15 @@ def profile(name="sglang-0.5.12"):
 def variables(gpus=8, **given):
     """Every variable the role's tasks and templates see, for a container with `gpus` GPUs of SM 12.0."""
     found = {"indexes": list(range(gpus)), "capabilities": ["12.0"] * gpus}
-    return {**_layout(), **_role_file("defaults/main.yml"), **_role_file("vars/main.yml"), **LAYOUT,
-            "gpulxc_gpus": found, "ansible_local": {"gpulxc_stack": STACK}, **given}  # fmt: skip
+    return {
+        **_layout(),
+        **_role_file("defaults/main.yml"),
+        **_role_file("vars/main.yml"),
+        **LAYOUT,
+        "gpulxc_gpus": found,
+        "ansible_local": {"gpulxc_stack": STACK},
+        **given,
+    }
 
 
 def inputs_venv(scope):
@@ -64,8 +78,9 @@ def template(scope, expression):
 def decided(gpus=8, **given):
     """The variables and the plan (`_sglang_services_plan`), as preflight.yml decides it."""
     scope = variables(gpus, **given)
-    (planned,) = [task for task in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
-                  if "_names" in task.get("vars", {})]  # fmt: skip
+    (planned,) = [
+        task for task in yaml.safe_load((ROLE / "tasks/preflight.yml").read_text()) if "_names" in task.get("vars", {})
+    ]
     names = [name for name in _role_file("defaults/main.yml") if name in planned["vars"]["_names"]]
     inputs = {name: template(scope, "{{ " + name + " }}") for name in names}
     stack = template(scope, "{{ gpulxc_stack }}")

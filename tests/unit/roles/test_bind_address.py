@@ -6,10 +6,38 @@ from ansible_collections.gpulxc.sglang.plugins.test.bind_address import bind_add
 from test_router_worker_urls import errors as router_errors
 from test_services_instances import errors as services_errors
 
-GOOD = ["0.0.0.0", "::", "127.0.0.1", "[::1]", "::1", "fe80::1", "10.1.2.3", "localhost", "ct200", "node-7.example.org",
-        "node7.example.org."]  # fmt: skip
-BAD = ["", " ", "-h", "--port", "0.0.0.0 ", "127.0.0.1:8000", "http://0.0.0.0", "[10.0.0.1", "a b", "host_name",
-       "-node.example.org", "node-.example.org", "a..b", "x" * 64, "[ct200]", None, 8000]  # fmt: skip
+GOOD = [
+    "0.0.0.0",
+    "::",
+    "127.0.0.1",
+    "[::1]",
+    "::1",
+    "fe80::1",
+    "10.1.2.3",
+    "localhost",
+    "ct200",
+    "node-7.example.org",
+    "node7.example.org.",
+]
+BAD = [
+    "",
+    " ",
+    "-h",
+    "--port",
+    "0.0.0.0 ",
+    "127.0.0.1:8000",
+    "http://0.0.0.0",
+    "[10.0.0.1",
+    "a b",
+    "host_name",
+    "-node.example.org",
+    "node-.example.org",
+    "a..b",
+    "x" * 64,
+    "[ct200]",
+    None,
+    8000,
+]
 
 
 @pytest.mark.parametrize("address", GOOD)

@@ -28,8 +28,14 @@ def port():
 
 def turn(before, timeout=20):
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(SCRIPT)], env={**os.environ, "GPULXC_GPU_BEFORE": before},
-                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT)],
+        env={**os.environ, "GPULXC_GPU_BEFORE": before},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     return proc, time.monotonic() - started
 
 
@@ -47,7 +53,7 @@ def predecessor(tmp_path):
                 f"import socket, time; time.sleep({listen_after}); s = socket.socket()\n"
                 f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen()\n"
                 f"time.sleep({end_after})"
-            )  # fmt: skip
+            )
         procs.append(subprocess.Popen([sys.executable, "-c", code, "--config", str(config)], start_new_session=True))
         time.sleep(0.2)
         return f"http://127.0.0.1:{port},{config}"
@@ -77,8 +83,9 @@ def test_it_stops_waiting_when_the_one_before_ends(predecessor, port):
     assert proc.returncode == 0 and 2.5 <= took < 10, (took, proc.stdout, proc.stderr)
 
 
-@pytest.mark.parametrize("bad", ["http://127.0.0.1:30000", "127.0.0.1,/etc/sglang/instance-0.yaml",
-                                 "http://127.0.0.1:30000,instance-0.yaml"])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad", ["http://127.0.0.1:30000", "127.0.0.1,/etc/sglang/instance-0.yaml", "http://127.0.0.1:30000,instance-0.yaml"]
+)
 def test_a_malformed_list_is_refused_naming_the_variable(bad):
     proc, _ = turn(bad)
     assert proc.returncode != 0 and "GPULXC_GPU_BEFORE" in proc.stderr and "is not URL,CONFIG" in proc.stderr

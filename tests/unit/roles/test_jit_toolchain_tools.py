@@ -63,7 +63,7 @@ def test_tools_that_run_are_left_alone(tmp_path):
         # a diverted path names two packages; an architecture-qualified name is kept as apt takes it
         ("g++", {"/usr/bin/g++-12": "g++-12:amd64, gcc-doc: /usr/bin/g++-12"}, ["g++-12:amd64", "gcc-doc"]),
     ],
-)  # fmt: skip
+)
 def test_a_tool_that_fails_names_the_packages_of_its_path_and_link_target(tmp_path, tool, owners, packages):
     found, stop = broken(tmp_path, failing=[tool], owners=owners)
     assert [(b["tool"], sorted(b["packages"])) for b in found] == [(tool, packages)]

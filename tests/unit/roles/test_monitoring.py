@@ -19,22 +19,35 @@ REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles/sglang_monitoring"
 FIXTURES = REPO / "tests/unit/fixtures"
 SERVICES = {
-    "instances": [{"name": f"sglang@{n}", "index": n, "gpu": n, "url": f"http://127.0.0.1:{30000 + n}"}
-                  for n in range(2)],
+    "instances": [
+        {"name": f"sglang@{n}", "index": n, "gpu": n, "url": f"http://127.0.0.1:{30000 + n}"} for n in range(2)
+    ],
     "metric_labels": {"container": "ct200", "node": "pve1"},
-}  # fmt: skip
-FRONT = {"host": "0.0.0.0", "port": 8000, "tls": True, "keyed": True,
-         "metrics": {"router": "/metrics", "workers": {"http://127.0.0.1:30000": "/metrics/workers/0",
-                                                       "http://127.0.0.1:30001": "/metrics/workers/1"}}}  # fmt: skip
+}
+FRONT = {
+    "host": "0.0.0.0",
+    "port": 8000,
+    "tls": True,
+    "keyed": True,
+    "metrics": {
+        "router": "/metrics",
+        "workers": {"http://127.0.0.1:30000": "/metrics/workers/0", "http://127.0.0.1:30001": "/metrics/workers/1"},
+    },
+}
 
 
 def variables(**extra):
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    return {**trusted(defaults), "inventory_hostname": "ct200", "ansible_managed": "managed",
-            "sglang_monitoring_dir": "/etc/prometheus/gpulxc", "sglang_monitoring_address": "ct200.example",
-            "sglang_monitoring_credentials_file": "/etc/prometheus/gpulxc-key",
-            "ansible_local": {"gpulxc_services": SERVICES, "gpulxc_router": {"dir": "/etc/smg", "front": FRONT}},
-            **extra}  # fmt: skip
+    return {
+        **trusted(defaults),
+        "inventory_hostname": "ct200",
+        "ansible_managed": "managed",
+        "sglang_monitoring_dir": "/etc/prometheus/gpulxc",
+        "sglang_monitoring_address": "ct200.example",
+        "sglang_monitoring_credentials_file": "/etc/prometheus/gpulxc-key",
+        "ansible_local": {"gpulxc_services": SERVICES, "gpulxc_router": {"dir": "/etc/smg", "front": FRONT}},
+        **extra,
+    }
 
 
 def plan(**extra):
@@ -59,22 +72,38 @@ def test_the_targets_are_the_router_and_each_server_through_the_front_with_their
     common = {"__scheme__": "https", "container": "ct200", "node": "pve1"}
     assert [t["labels"] for t in targets] == [
         {**common, "__metrics_path__": "/metrics", "component": "router", "instance": "ct200/router"},
-        {**common, "__metrics_path__": "/metrics/workers/0", "component": "server", "gpu": "0",
-         "sglang_instance": "sglang@0", "instance": "ct200/sglang@0"},
-        {**common, "__metrics_path__": "/metrics/workers/1", "component": "server", "gpu": "1",
-         "sglang_instance": "sglang@1", "instance": "ct200/sglang@1"},
-    ]  # fmt: skip
+        {
+            **common,
+            "__metrics_path__": "/metrics/workers/0",
+            "component": "server",
+            "gpu": "0",
+            "sglang_instance": "sglang@0",
+            "instance": "ct200/sglang@0",
+        },
+        {
+            **common,
+            "__metrics_path__": "/metrics/workers/1",
+            "component": "server",
+            "gpu": "1",
+            "sglang_instance": "sglang@1",
+            "instance": "ct200/sglang@1",
+        },
+    ]
     assert errors() == []
 
 
 def test_the_scrape_job_follows_the_front():
     job = yaml.safe_load(render("scrape.yml.j2"))["scrape_configs"]
-    assert job == [{
-        "job_name": "gpulxc-sglang-ct200", "scrape_interval": "15s", "honor_labels": True,
-        "file_sd_configs": [{"files": ["/etc/prometheus/gpulxc/targets/ct200.json"]}],
-        "tls_config": {"ca_file": "/etc/prometheus/gpulxc/certs/ct200.crt"},
-        "authorization": {"type": "Bearer", "credentials_file": "/etc/prometheus/gpulxc-key"},
-    }]  # fmt: skip
+    assert job == [
+        {
+            "job_name": "gpulxc-sglang-ct200",
+            "scrape_interval": "15s",
+            "honor_labels": True,
+            "file_sd_configs": [{"files": ["/etc/prometheus/gpulxc/targets/ct200.json"]}],
+            "tls_config": {"ca_file": "/etc/prometheus/gpulxc/certs/ct200.crt"},
+            "authorization": {"type": "Bearer", "credentials_file": "/etc/prometheus/gpulxc-key"},
+        }
+    ]
     plain = {**FRONT, "tls": False, "keyed": False}
     local = {"gpulxc_services": SERVICES, "gpulxc_router": {"dir": "/etc/smg", "front": plain}}
     job = yaml.safe_load(render("scrape.yml.j2", ansible_local=local, sglang_monitoring_credentials_file=""))
@@ -100,9 +129,11 @@ BAD = [
     ({"sglang_monitoring_credentials_file": "key.txt"}, "sglang_monitoring_credentials_file key.txt is not an"),
     ({"ansible_local": {"gpulxc_router": {"front": FRONT}}}, "no servers on ct200 (ansible_local.gpulxc_services)"),
     ({"ansible_local": {"gpulxc_services": SERVICES}}, "no router front on ct200 publishes its metrics"),
-    ({"ansible_local": {"gpulxc_services": {**SERVICES, "metric_labels": None}, "gpulxc_router": {"front": FRONT}}},
-     "the servers of ct200 run with sglang_services_enable_metrics false"),
-]  # fmt: skip
+    (
+        {"ansible_local": {"gpulxc_services": {**SERVICES, "metric_labels": None}, "gpulxc_router": {"front": FRONT}}},
+        "the servers of ct200 run with sglang_services_enable_metrics false",
+    ),
+]
 
 
 @pytest.mark.parametrize(("extra", "message"), BAD, ids=[m for _, m in BAD])
@@ -158,8 +189,9 @@ def test_the_metric_name_reader_finds_what_an_expression_selects():
 
 
 def test_the_alert_rules_take_the_thresholds_and_durations_set():
-    rules = yaml.safe_load(render("gpulxc-sglang.rules.yml.j2", sglang_monitoring_down_for="10s",
-                                  sglang_monitoring_kv_cache_threshold=0.9))  # fmt: skip
+    rules = yaml.safe_load(
+        render("gpulxc-sglang.rules.yml.j2", sglang_monitoring_down_for="10s", sglang_monitoring_kv_cache_threshold=0.9)
+    )
     by_name = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
     assert by_name["SglangTargetDown"]["for"] == "10s"
     assert by_name["SglangKvCacheFull"]["expr"].endswith("> 0.9")

@@ -37,13 +37,20 @@ def router_steps():
 
 @pytest.mark.parametrize(
     ("routers", "fleet"),
-    [({"ct941": "ct940", "ct942": "ct940"}, ["ct941", "ct942"]), ({"ct941": "ct940", "ct942": ""}, ["ct941"]),
-     ({"ct941": "ct942"}, []), ({}, []), ({"ct940": "ct940"}, [])],
-)  # fmt: skip
+    [
+        ({"ct941": "ct940", "ct942": "ct940"}, ["ct941", "ct942"]),
+        ({"ct941": "ct940", "ct942": ""}, ["ct941"]),
+        ({"ct941": "ct942"}, []),
+        ({}, []),
+        ({"ct940": "ct940"}, []),
+    ],
+)
 def test_the_playbook_passes_the_containers_that_name_this_one_as_their_routers(routers, fleet):
     run, remove = router_steps()
-    hostvars = {host: {"sglang_services_router_container": routers[host]} if host in routers else {}
-                for host in INVENTORY["groups"]["all"]}  # fmt: skip
+    hostvars = {
+        host: {"sglang_services_router_container": routers[host]} if host in routers else {}
+        for host in INVENTORY["groups"]["all"]
+    }
     templar = Templar(variables={**INVENTORY, "hostvars": hostvars})
     assert templar.template(trusted(run["vars"]["sglang_router_fleet_containers"])) == fleet
     own = {"sglang_services_router_container": routers.get("ct940", "")}

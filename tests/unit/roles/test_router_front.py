@@ -64,11 +64,17 @@ def test_without_client_keys_nothing_is_guarded():
     assert "return 401" not in conf and "include /run/smg-front/gateway-auth.conf;" in conf
 
 
-@pytest.mark.parametrize("host, listen, tls", [
-    ("0.0.0.0", "listen 0.0.0.0:8000 ssl;", True), ("10.1.2.3", "listen 10.1.2.3:8000 ssl;", True),
-    ("::", "listen [::]:8000 ssl ipv6only=off;", True), ("gpu-node.lan", "listen gpu-node.lan:8000 ssl;", True),
-    ("127.0.0.1", "listen 127.0.0.1:8000;", False), ("::1", "listen [::1]:8000;", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "host, listen, tls",
+    [
+        ("0.0.0.0", "listen 0.0.0.0:8000 ssl;", True),
+        ("10.1.2.3", "listen 10.1.2.3:8000 ssl;", True),
+        ("::", "listen [::]:8000 ssl ipv6only=off;", True),
+        ("gpu-node.lan", "listen gpu-node.lan:8000 ssl;", True),
+        ("127.0.0.1", "listen 127.0.0.1:8000;", False),
+        ("::1", "listen [::1]:8000;", False),
+    ],
+)
 def test_the_front_serves_tls_beyond_loopback(host, listen, tls):
     conf = render("front.conf.j2", sglang_router_host=host, sglang_router_api_keys=KEYS)
     assert listen in conf
@@ -94,8 +100,11 @@ def test_the_key_files_nginx_reads_take_every_character_as_written(tmp_path):
     runtime.mkdir()
     (credentials / "tenant-api-keys").write_text('# tenant:key\nlab:-a$b"c\\d:e\nother:plain\n')
     (credentials / "gateway-key").write_text('g$w"\\\n')
-    subprocess.run([sys.executable, str(ROLE / "files/smg-front-keys"), str(runtime)], check=True,
-                   env=dict(os.environ, CREDENTIALS_DIRECTORY=str(credentials)))  # fmt: skip
+    subprocess.run(
+        [sys.executable, str(ROLE / "files/smg-front-keys"), str(runtime)],
+        check=True,
+        env=dict(os.environ, CREDENTIALS_DIRECTORY=str(credentials)),
+    )
     assert (
         runtime / "client-keys.map"
     ).read_text() == '"Bearer -a$b\\"c\\\\d:e" 1;  # lab\n"Bearer plain" 1;  # other\n'
@@ -106,15 +115,20 @@ def test_the_key_files_nginx_reads_take_every_character_as_written(tmp_path):
     assert {oct(p.stat().st_mode & 0o777) for p in runtime.iterdir()} == {"0o600"}
 
 
-@pytest.mark.parametrize("ports, message", [
-    ({"sglang_router_smg_port": 8000}, "sglang_router_port and sglang_router_smg_port are both 8000"),
-    ({"sglang_router_smg_port": 29000}, "sglang_router_smg_port and sglang_router_prometheus_port are both 29000"),
-    ({"sglang_router_prometheus_port": 8000}, "sglang_router_port and sglang_router_prometheus_port are both 8000"),
-    ({"sglang_router_smg_port": 29000, "sglang_router_port": 29000},
-     "sglang_router_port and sglang_router_smg_port and sglang_router_prometheus_port are all 29000"),
-    ({"sglang_router_smg_port": 30000}, "sglang_router_smg_port 30000 is the port of an SGLang instance"),
-    ({"sglang_router_port": 60000}, "sglang_router_smg_port 70000 is not a port (1 to 65535)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "ports, message",
+    [
+        ({"sglang_router_smg_port": 8000}, "sglang_router_port and sglang_router_smg_port are both 8000"),
+        ({"sglang_router_smg_port": 29000}, "sglang_router_smg_port and sglang_router_prometheus_port are both 29000"),
+        ({"sglang_router_prometheus_port": 8000}, "sglang_router_port and sglang_router_prometheus_port are both 8000"),
+        (
+            {"sglang_router_smg_port": 29000, "sglang_router_port": 29000},
+            "sglang_router_port and sglang_router_smg_port and sglang_router_prometheus_port are all 29000",
+        ),
+        ({"sglang_router_smg_port": 30000}, "sglang_router_smg_port 30000 is the port of an SGLang instance"),
+        ({"sglang_router_port": 60000}, "sglang_router_smg_port 70000 is not a port (1 to 65535)"),
+    ],
+)
 def test_the_front_and_smg_and_metrics_each_need_their_own_port(ports, message):
     found = errors(sglang_router_host="127.0.0.1", **ports)
     assert any(e.startswith(message) for e in found), found
@@ -136,28 +150,40 @@ CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN EC PRIVATE KEY-----\nMHc\n-----END EC PRIVATE KEY-----\n"
 
 
-@pytest.mark.parametrize("tls, message", [
-    ({"sglang_router_tls_certificate": CERT}, "sglang_router_tls_certificate and sglang_router_tls_private_key go"),
-    ({"sglang_router_tls_private_key": KEY}, "sglang_router_tls_certificate and sglang_router_tls_private_key go"),
-    ({"sglang_router_tls_certificate": "/etc/ssl/mine.pem", "sglang_router_tls_private_key": KEY},
-     "sglang_router_tls_certificate is not a PEM certificate"),
-    ({"sglang_router_tls_certificate": KEY, "sglang_router_tls_private_key": KEY},
-     "sglang_router_tls_certificate is not a PEM certificate"),
-    ({"sglang_router_tls_certificate": CERT, "sglang_router_tls_private_key": CERT},
-     "sglang_router_tls_private_key is not a PEM private key"),
-    ({"sglang_router_tls_names": ["0.0.0.0"]}, "sglang_router_tls_names: 0.0.0.0 is not a host name"),
-    ({"sglang_router_tls_names": ["-gpu"]}, "sglang_router_tls_names: -gpu is not a host name"),
-    ({"sglang_router_tls_names": ["gpu node"]}, "sglang_router_tls_names: gpu node is not a host name"),
-    ({"sglang_router_tls_names": ["https://gpu"]}, "sglang_router_tls_names: https://gpu is not a host name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "tls, message",
+    [
+        ({"sglang_router_tls_certificate": CERT}, "sglang_router_tls_certificate and sglang_router_tls_private_key go"),
+        ({"sglang_router_tls_private_key": KEY}, "sglang_router_tls_certificate and sglang_router_tls_private_key go"),
+        (
+            {"sglang_router_tls_certificate": "/etc/ssl/mine.pem", "sglang_router_tls_private_key": KEY},
+            "sglang_router_tls_certificate is not a PEM certificate",
+        ),
+        (
+            {"sglang_router_tls_certificate": KEY, "sglang_router_tls_private_key": KEY},
+            "sglang_router_tls_certificate is not a PEM certificate",
+        ),
+        (
+            {"sglang_router_tls_certificate": CERT, "sglang_router_tls_private_key": CERT},
+            "sglang_router_tls_private_key is not a PEM private key",
+        ),
+        ({"sglang_router_tls_names": ["0.0.0.0"]}, "sglang_router_tls_names: 0.0.0.0 is not a host name"),
+        ({"sglang_router_tls_names": ["-gpu"]}, "sglang_router_tls_names: -gpu is not a host name"),
+        ({"sglang_router_tls_names": ["gpu node"]}, "sglang_router_tls_names: gpu node is not a host name"),
+        ({"sglang_router_tls_names": ["https://gpu"]}, "sglang_router_tls_names: https://gpu is not a host name"),
+    ],
+)
 def test_bad_tls_settings_are_refused(tls, message):
     found = errors(sglang_router_api_keys=KEYS, **tls)
     assert any(e.startswith(message) for e in found), found
 
 
 def test_good_tls_settings_pass():
-    good = {"sglang_router_tls_certificate": CERT, "sglang_router_tls_private_key": KEY,
-            "sglang_router_tls_names": ["gpu-node.lan", "10.0.0.5", "fd00::5"]}  # fmt: skip
+    good = {
+        "sglang_router_tls_certificate": CERT,
+        "sglang_router_tls_private_key": KEY,
+        "sglang_router_tls_names": ["gpu-node.lan", "10.0.0.5", "fd00::5"],
+    }
     assert errors(sglang_router_api_keys=KEYS, **good) == []
 
 

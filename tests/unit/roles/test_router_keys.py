@@ -23,11 +23,20 @@ def test_good_keys_pass():
 
 @pytest.mark.parametrize(
     "entry",
-    [{"tenant": "a:b", "key": SECRET}, {"tenant": "a b", "key": SECRET}, {"tenant": " a", "key": SECRET},
-     {"tenant": "a\t", "key": SECRET}, {"tenant": "", "key": SECRET}, {"key": SECRET}, {"tenant": None, "key": SECRET},
-     {"tenant": "a", "key": " " + SECRET}, {"tenant": "a", "key": SECRET + "\n"}, {"tenant": "a", "key": ""},
-     {"tenant": "a"}],
-)  # fmt: skip
+    [
+        {"tenant": "a:b", "key": SECRET},
+        {"tenant": "a b", "key": SECRET},
+        {"tenant": " a", "key": SECRET},
+        {"tenant": "a\t", "key": SECRET},
+        {"tenant": "", "key": SECRET},
+        {"key": SECRET},
+        {"tenant": None, "key": SECRET},
+        {"tenant": "a", "key": " " + SECRET},
+        {"tenant": "a", "key": SECRET + "\n"},
+        {"tenant": "a", "key": ""},
+        {"tenant": "a"},
+    ],
+)
 def test_an_unusable_entry_is_named_by_its_number(entry):
     found = errors(sglang_router_api_keys=[{"tenant": "ok", "key": "fine"}, entry])
     assert any(e.startswith("sglang_router_api_keys entries 1 (counted from 0): each needs a tenant") for e in found), (
@@ -53,8 +62,10 @@ def test_a_worker_key_written_in_an_inventory_is_refused_without_showing_it(tmp_
     found = errors(sglang_router_worker_api_key=key)
     assert any(e.startswith("sglang_router_worker_api_key is written in plain text") for e in found), found
     assert SECRET not in str(found)
-    assert not any("sglang_router_worker_api_key" in e for e in errors(
-        sglang_router_worker_api_key=key, sglang_router_worker_api_key_allow_plain_text=True))  # fmt: skip
+    assert not any(
+        "sglang_router_worker_api_key" in e
+        for e in errors(sglang_router_worker_api_key=key, sglang_router_worker_api_key_allow_plain_text=True)
+    )
     # from a module's result (no origin), or none at all: not refused
     for value in (SECRET, ""):
         assert not any("sglang_router_worker_api_key" in e for e in errors(sglang_router_worker_api_key=value))

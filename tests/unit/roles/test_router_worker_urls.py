@@ -33,9 +33,15 @@ def registered(**extra):
 
 @pytest.mark.parametrize(
     ("given", "instance"),
-    [("http://127.0.0.1:30000", 0), ("http://127.0.0.1:30000/", 0), ("HTTP://LOCALHOST:30000", 0),
-     ("http://localhost:30001/", 1), ("http://[::1]:30001", 1), ("http://127.0.0.2:30000", 0)],
-)  # fmt: skip
+    [
+        ("http://127.0.0.1:30000", 0),
+        ("http://127.0.0.1:30000/", 0),
+        ("HTTP://LOCALHOST:30000", 0),
+        ("http://localhost:30001/", 1),
+        ("http://[::1]:30001", 1),
+        ("http://127.0.0.2:30000", 0),
+    ],
+)
 def test_a_url_of_an_instance_becomes_the_one_it_is_drained_by(given, instance):
     assert errors(sglang_router_worker_urls=[given]) == []
     assert registered(sglang_router_worker_urls=[given]) == [INSTANCES[instance]]
@@ -43,9 +49,13 @@ def test_a_url_of_an_instance_becomes_the_one_it_is_drained_by(given, instance):
 
 @pytest.mark.parametrize(
     ("given", "normal"),
-    [("http://10.0.0.5:30000/", "http://10.0.0.5:30000"), ("HTTPS://Node7.Example.org:8443", "https://node7.example.org:8443"),
-     ("http://[FD00::5]:30000/", "http://[fd00::5]:30000"), ("http://127.0.0.1:30002", "http://127.0.0.1:30002")],
-)  # fmt: skip
+    [
+        ("http://10.0.0.5:30000/", "http://10.0.0.5:30000"),
+        ("HTTPS://Node7.Example.org:8443", "https://node7.example.org:8443"),
+        ("http://[FD00::5]:30000/", "http://[fd00::5]:30000"),
+        ("http://127.0.0.1:30002", "http://127.0.0.1:30002"),
+    ],
+)
 def test_another_worker_is_normalised(given, normal):
     assert errors(sglang_router_worker_urls=[given]) == []
     assert registered(sglang_router_worker_urls=[given]) == [normal]
@@ -53,13 +63,25 @@ def test_another_worker_is_normalised(given, normal):
 
 @pytest.mark.parametrize(
     ("given", "why"),
-    [("127.0.0.1:30000", "needs the scheme"), ("ftp://127.0.0.1:30000", "needs the scheme"),
-     ("-http://x:1", "needs the scheme"), ("http://", "names no host"), ("http://:30000", "names no host"),
-     ("http://h:0", "has a port outside"), ("http://h:70000", "is not a URL"), ("http://h:port", "is not a URL"),
-     ("http://h:30000/v1", "has a path"), ("http://h:30000/?x=1", "has a path"), ("http://h:30000#f", "has a path"),
-     ("http://user:pw@h:30000", "carries credentials"), ("http://h :30000", "whitespace"), ("", "is empty"),
-     ("http://h:30000\n", "whitespace"), ("http://[::1:30000", "is not a URL")],
-)  # fmt: skip
+    [
+        ("127.0.0.1:30000", "needs the scheme"),
+        ("ftp://127.0.0.1:30000", "needs the scheme"),
+        ("-http://x:1", "needs the scheme"),
+        ("http://", "names no host"),
+        ("http://:30000", "names no host"),
+        ("http://h:0", "has a port outside"),
+        ("http://h:70000", "is not a URL"),
+        ("http://h:port", "is not a URL"),
+        ("http://h:30000/v1", "has a path"),
+        ("http://h:30000/?x=1", "has a path"),
+        ("http://h:30000#f", "has a path"),
+        ("http://user:pw@h:30000", "carries credentials"),
+        ("http://h :30000", "whitespace"),
+        ("", "is empty"),
+        ("http://h:30000\n", "whitespace"),
+        ("http://[::1:30000", "is not a URL"),
+    ],
+)
 def test_what_cannot_be_a_worker_is_refused_by_entry_number(given, why):
     found = errors(sglang_router_worker_urls=["http://127.0.0.1:30000", given])
     assert [e for e in found if e.startswith("sglang_router_worker_urls entry 1 (") and why in e], found
@@ -68,9 +90,12 @@ def test_what_cannot_be_a_worker_is_refused_by_entry_number(given, why):
 
 @pytest.mark.parametrize(
     "pair",
-    [["http://127.0.0.1:30000", "http://127.0.0.1:30000/"], ["http://localhost:30000", "http://127.0.0.1:30000"],
-     ["http://10.0.0.5:1", "HTTP://10.0.0.5:1/"]],
-)  # fmt: skip
+    [
+        ["http://127.0.0.1:30000", "http://127.0.0.1:30000/"],
+        ["http://localhost:30000", "http://127.0.0.1:30000"],
+        ["http://10.0.0.5:1", "HTTP://10.0.0.5:1/"],
+    ],
+)
 def test_the_same_worker_twice_is_refused(pair):
     found = errors(sglang_router_worker_urls=pair)
     assert [e for e in found if e.startswith("sglang_router_worker_urls entries 0 and 1 are the same worker")], found

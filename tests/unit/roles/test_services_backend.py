@@ -10,8 +10,11 @@ import yaml
 from services import decided, errors
 
 PROFILE = yaml.safe_load((Path(__file__).resolve().parents[3] / "profiles/sglang-0.5.12.yml").read_text())
-STACK = {"profile": PROFILE["name"], "attention_backends": PROFILE["attention_backends"],
-         "fallback_attention_backend": PROFILE["fallback_attention_backend"]}  # fmt: skip
+STACK = {
+    "profile": PROFILE["name"],
+    "attention_backends": PROFILE["attention_backends"],
+    "fallback_attention_backend": PROFILE["fallback_attention_backend"],
+}
 
 
 def gpus(*sms):
@@ -21,21 +24,25 @@ def gpus(*sms):
     return {"gpulxc_gpus": found, "ansible_local": {"gpulxc_stack": STACK}}
 
 
-@pytest.mark.parametrize(("sm", "default"), [("12.0", "flashinfer"), ("9.0", "fa3"), ("10.0", "flashinfer"),
-                                             ("7.5", "triton")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sm", "default"), [("12.0", "flashinfer"), ("9.0", "fa3"), ("10.0", "flashinfer"), ("7.5", "triton")]
+)
 def test_the_default_is_the_sms_own(sm, default):
     assert decided(**gpus(sm, sm))["_sglang_services_plan"]["backend"] == default
     assert errors(**gpus(sm, sm)) == []
 
 
-@pytest.mark.parametrize(("sm", "backend"), [("12.0", "fa3"), ("12.0", "trtllm_mha"), ("9.0", "trtllm_mha"),
-                                             ("7.5", "flashinfer")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sm", "backend"), [("12.0", "fa3"), ("12.0", "trtllm_mha"), ("9.0", "trtllm_mha"), ("7.5", "flashinfer")]
+)
 def test_a_backend_the_sm_cannot_run_is_refused_naming_the_sm(sm, backend):
     found = errors(sglang_services_attention_backend=backend, **gpus(sm, sm))
     runs = STACK["attention_backends"].get(sm, ["triton"])
     runs = ", ".join(runs)
-    expected = (f"sglang_services_attention_backend {backend} does not run on SM {sm} (GPUs 0, 1), which runs {runs}"
-                f" with the stack profile sglang-0.5.12: pick one of {runs}")  # fmt: skip
+    expected = (
+        f"sglang_services_attention_backend {backend} does not run on SM {sm} (GPUs 0, 1), which runs {runs}"
+        f" with the stack profile sglang-0.5.12: pick one of {runs}"
+    )
     assert expected in " ".join(found), found
 
 

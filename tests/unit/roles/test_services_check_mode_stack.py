@@ -9,8 +9,12 @@ from services import STACK, decided
 VENV = "/opt/sglang/venv"
 RUNNING = {**STACK, "venv": VENV, "stack": "/opt/sglang/stacks/1111111111111111"}
 # the stack a run would switch to, of a profile whose backends for SM 12.0 differ
-PREDICTED = {**STACK, "attention_backends": {"12.0": ["triton"]}, "venv": VENV,
-             "stack": "/opt/sglang/stacks/2222222222222222"}  # fmt: skip
+PREDICTED = {
+    **STACK,
+    "attention_backends": {"12.0": ["triton"]},
+    "venv": VENV,
+    "stack": "/opt/sglang/stacks/2222222222222222",
+}
 
 
 def read(**extra):

@@ -33,13 +33,23 @@ def test_the_default_config_is_the_reference_flags_and_sglang_takes_it(standin):
     per_instance = ("port", "nccl-port", "mem-fraction-static", "extra-metric-labels")
     assert {k: v for k, v in written.items() if k not in per_instance} == facts["_sglang_services_plan"]["config"]
     assert written == {
-        "model-path": "/dev/shm/Qwen3.6-27B", "served-model-name": "Qwen3.6-27B", "host": "127.0.0.1",
-        "attention-backend": "flashinfer", "reasoning-parser": "qwen3", "max-running-requests": 64,
-        "context-length": 8192, "chunked-prefill-size": 4096, "mamba-scheduler-strategy": "extra_buffer",
-        "mamba-ssm-dtype": "bfloat16", "trust-remote-code": True, "enable-metrics": True, "port": 30000,
-        "nccl-port": 31000, "mem-fraction-static": 0.88,
+        "model-path": "/dev/shm/Qwen3.6-27B",
+        "served-model-name": "Qwen3.6-27B",
+        "host": "127.0.0.1",
+        "attention-backend": "flashinfer",
+        "reasoning-parser": "qwen3",
+        "max-running-requests": 64,
+        "context-length": 8192,
+        "chunked-prefill-size": 4096,
+        "mamba-scheduler-strategy": "extra_buffer",
+        "mamba-ssm-dtype": "bfloat16",
+        "trust-remote-code": True,
+        "enable-metrics": True,
+        "port": 30000,
+        "nccl-port": 31000,
+        "mem-fraction-static": 0.88,
         "extra-metric-labels": '{"container": "ct200", "node": "pve1", "gpu": "0"}',
-    }  # fmt: skip
+    }
     standin.build_parser().parse_args(standin.config_arguments(written))
     assert errors() == []
 
@@ -63,10 +73,20 @@ def test_the_role_accepts_an_empty_or_null_integer_setting():
 
 
 def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(standin):
-    extra = {"chat-template": "0.5", "tokenizer-mode": "slow", "cuda-graph-bs": [1, 2], "enable-torch-compile": True,
-             "json-model-override-args": '{"a": "b: c"}', "revision": "yes"}  # fmt: skip
-    facts = decided(sglang_services_extra_flags=extra, sglang_services_api_key="k: #x",
-                    sglang_services_api_key_allow_plain_text=True, sglang_services_context_length="8k")  # fmt: skip
+    extra = {
+        "chat-template": "0.5",
+        "tokenizer-mode": "slow",
+        "cuda-graph-bs": [1, 2],
+        "enable-torch-compile": True,
+        "json-model-override-args": '{"a": "b: c"}',
+        "revision": "yes",
+    }
+    facts = decided(
+        sglang_services_extra_flags=extra,
+        sglang_services_api_key="k: #x",
+        sglang_services_api_key_allow_plain_text=True,
+        sglang_services_context_length="8k",
+    )
     written = yaml.safe_load(render("instance.yaml.j2", facts, facts["_sglang_services_plan"]["servers"][0]))
     assert {key: written[key] for key in extra} == extra
     assert (written["api-key"], written["context-length"]) == ("k: #x", "8k")
@@ -79,8 +99,12 @@ def test_the_file_holds_the_values_as_given_extra_flags_and_the_key_included(sta
 
 
 def test_the_h200_inventorys_settings_pass(standin):
-    (host,) = [h for g in yaml.safe_load((REPO / "tests/gpu/inventory.yml").read_text()).values()
-               for n, h in (g.get("hosts") or {}).items() if n == "h200-sglang"]  # fmt: skip
+    (host,) = [
+        h
+        for g in yaml.safe_load((REPO / "tests/gpu/inventory.yml").read_text()).values()
+        for n, h in (g.get("hosts") or {}).items()
+        if n == "h200-sglang"
+    ]
     settings = {k: v for k, v in host.items() if k.startswith("sglang_services_")}
     assert errors(gpus=1, **settings) == []
     facts = decided(gpus=1, **settings)

@@ -20,8 +20,9 @@ def test_a_loopback_server_needs_no_key(host):
 def test_a_server_other_machines_reach_needs_a_key(host):
     assert loopback(host) is False
     found = errors(sglang_services_host=host)
-    assert any(f"sglang_services_host {host} {MESSAGE}" in e and "sglang_services_allow_keyless_network" in e
-               for e in found), found  # fmt: skip
+    assert any(
+        f"sglang_services_host {host} {MESSAGE}" in e and "sglang_services_allow_keyless_network" in e for e in found
+    ), found
     for opt_out in ({"sglang_services_api_key": "k"}, {"sglang_services_allow_keyless_network": True}):
         assert not [e for e in errors(sglang_services_host=host, **opt_out) if MESSAGE in e], opt_out
 
@@ -33,8 +34,9 @@ def test_keyed_servers_other_machines_reach_do_not_serve_metrics_there(host):
     found = errors(sglang_services_host=host, sglang_services_api_key="k")
     assert any(e.startswith(metrics) and "sglang_services_enable_metrics to false" in e for e in found), found
     for opt_out in ({"sglang_services_enable_metrics": False}, {"sglang_services_allow_keyless_network": True}):
-        assert not [e for e in errors(sglang_services_host=host, sglang_services_api_key="k", **opt_out)
-                    if metrics in e], opt_out  # fmt: skip
+        assert not [
+            e for e in errors(sglang_services_host=host, sglang_services_api_key="k", **opt_out) if metrics in e
+        ], opt_out
     for loopback_host in LOOPBACK:
         assert not [e for e in errors(sglang_services_host=loopback_host, sglang_services_api_key="k") if metrics in e]
 

@@ -22,8 +22,11 @@ def gateway_errors(**extra):
 
 
 def test_instances_fronted_by_another_container_are_published_at_its_advertised_address():
-    for given, url in [("10.1.2.3", "http://10.1.2.3:30000"), ("ct200.lan", "http://ct200.lan:30000"),
-                       ("fd00::5", "http://[fd00::5]:30000")]:  # fmt: skip
+    for given, url in [
+        ("10.1.2.3", "http://10.1.2.3:30000"),
+        ("ct200.lan", "http://ct200.lan:30000"),
+        ("fd00::5", "http://[fd00::5]:30000"),
+    ]:
         facts = decided(**FRONTED, sglang_services_advertise_host=given)
         assert facts["_sglang_services_plan"]["instances"][0]["url"] == url
         assert facts["_sglang_services_plan"]["router_host"] == "ct300"  # the drains' delegate_to
@@ -65,8 +68,14 @@ def test_an_advertised_address_that_is_no_single_address_is_refused(advertised):
 
 @pytest.mark.parametrize("key", ["another-key", ""])
 def test_servers_with_another_key_than_the_gateways_are_refused(key):
-    found = errors(**{**FRONTED, "sglang_services_api_key": key, "sglang_services_advertise_host": "10.1.2.3",
-                      "sglang_services_allow_keyless_network": key == ""})  # fmt: skip
+    found = errors(
+        **{
+            **FRONTED,
+            "sglang_services_api_key": key,
+            "sglang_services_advertise_host": "10.1.2.3",
+            "sglang_services_allow_keyless_network": key == "",
+        }
+    )
     assert any(e.startswith("sglang_services_api_key is not the key of the servers of ct300") for e in found), found
     assert not [e for e in found if KEY in e or (key and key in e)]  # no key is shown
 

@@ -14,9 +14,16 @@ from conftest import ModuleFail as Fail
 
 REPO = Path(__file__).resolve().parents[3]
 PUBLISHED = [  # the contract's shape of ansible_local.gpulxc_services.instances
-    {"name": f"sglang@{i}", "index": i, "gpu": 0, "unit": f"sglang@{i}.service", "port": 30000 + i,
-     "url": f"http://127.0.0.1:{30000 + i}"} for i in range(2)
-]  # fmt: skip
+    {
+        "name": f"sglang@{i}",
+        "index": i,
+        "gpu": 0,
+        "unit": f"sglang@{i}.service",
+        "port": 30000 + i,
+        "url": f"http://127.0.0.1:{30000 + i}",
+    }
+    for i in range(2)
+]
 
 
 def health_instances(task_file):

@@ -20,7 +20,7 @@ def test_the_default_is_one_instance_per_gpu_numbered_by_it():
     assert plan(sglang_services_gpus=[2, 5])["servers"] == [
         {"number": 2, "gpu": 2, "port": 30002, "nccl_port": 31002, "mem_fraction_static": 0.88, "after": [], "rank": 0},
         {"number": 5, "gpu": 5, "port": 30005, "nccl_port": 31005, "mem_fraction_static": 0.88, "after": [], "rank": 0},
-    ]  # fmt: skip
+    ]
     urls = [i["url"] for i in plan(sglang_services_gpus=[2, 5])["instances"]]
     assert urls == ["http://127.0.0.1:30002", "http://127.0.0.1:30005"]
     assert errors(sglang_services_gpus=[2, 5]) == []
@@ -33,7 +33,11 @@ def test_several_instances_share_a_gpu_each_with_its_port_fraction_and_the_ones_
     planned = plan(sglang_services_instances=instances)
     servers = {i["number"]: i for i in planned["servers"]}
     assert [(s["gpu"], s["port"], s["nccl_port"], s["mem_fraction_static"]) for s in servers.values()] == [
-        (0, 30000, 31000, 0.3), (1, 30001, 31001, 0.88), (0, 40000, 31002, 0.3), (0, 30003, 31003, 0.3)]  # fmt: skip
+        (0, 30000, 31000, 0.3),
+        (1, 30001, 31001, 0.88),
+        (0, 40000, 31002, 0.3),
+        (0, 30003, 31003, 0.3),
+    ]
     assert [s["after"] for s in servers.values()] == [[], [], [0], [0, 2]]
     published = planned["instances"]
     assert [(i["name"], i["gpu"], i["url"]) for i in published][2] == ("sglang@2", 0, "http://127.0.0.1:40000")
@@ -70,9 +74,11 @@ def test_the_files_loop_writes_each_instances_configuration_and_environment_file
     written = json.loads(text)
     servers = facts["_sglang_services_plan"]["servers"]
     assert [(f["path"], f["group"], f["mode"], f.get("secret")) for f in written] == [
-        ("/etc/sglang/instance-0.yaml", "sglang", "0640", True), ("/etc/sglang/instance-0.env", "root", "0644", None),
-        ("/etc/sglang/instance-1.yaml", "sglang", "0640", True), ("/etc/sglang/instance-1.env", "root", "0644", None),
-    ]  # fmt: skip
+        ("/etc/sglang/instance-0.yaml", "sglang", "0640", True),
+        ("/etc/sglang/instance-0.env", "root", "0644", None),
+        ("/etc/sglang/instance-1.yaml", "sglang", "0640", True),
+        ("/etc/sglang/instance-1.env", "root", "0644", None),
+    ]
     assert written[2]["content"] == render("instance.yaml.j2", facts, servers[1])
     assert written[3]["content"] == render("instance.env.j2", facts, servers[1])
 
@@ -136,8 +142,10 @@ def test_the_others_restart_a_batch_at_a_time_after_the_canary():
     assert restarts(unit, sglang_services_gpus=[0, 1, 2])["batches"] == [[0], [1], [2]]
     assert restarts(unit, sglang_services_gpus=[0, 1, 2], sglang_services_restart_batch=2)["batches"] == [[0, 1], [2]]
     assert restarts(unit, sglang_services_gpus=[0, 1, 2], sglang_services_restart_batch=0)["batches"] == [[0, 1, 2]]
-    local = {"gpulxc_stack": {"venv": "/opt/sglang/venv", "stack": "/opt/sglang/stacks/b"},
-             "gpulxc_services": {"stack": "/opt/sglang/stacks/a"}}  # fmt: skip
+    local = {
+        "gpulxc_stack": {"venv": "/opt/sglang/venv", "stack": "/opt/sglang/stacks/b"},
+        "gpulxc_services": {"stack": "/opt/sglang/stacks/a"},
+    }
     after_canary = restarts(unit, sglang_services_gpus=[0, 1, 2], ansible_local=local)
     assert ([i["index"] for i in after_canary["canary"]], after_canary["batches"]) == ([0], [[1], [2]])
 

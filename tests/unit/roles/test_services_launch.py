@@ -44,13 +44,20 @@ def fake_sglang(tmp_path):
 @pytest.mark.parametrize("key", KEYS)
 def test_the_server_runs_with_its_arguments_and_logs_no_key(fake_sglang, key):
     admin = "admin-" + key
-    proc = subprocess.run([sys.executable, str(SCRIPT), key, admin], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(fake_sglang)})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), key, admin],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(fake_sglang)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "main __main__ True\n"  # run as `python -m`, its arguments untouched
     lines = proc.stderr.splitlines()
-    assert lines[0] == "server_args=ServerArgs(model_path='/dev/shm/m', api_key='<redacted>', " \
-                       "admin_api_key='<redacted>', port=1)"  # fmt: skip
+    assert (
+        lines[0] == "server_args=ServerArgs(model_path='/dev/shm/m', api_key='<redacted>', "
+        "admin_api_key='<redacted>', port=1)"
+    )
     as_dict = "server_args={'model_path': '/dev/shm/m', 'api_key': '<redacted>', 'admin_api_key': '<redacted>'}"
     assert lines[1:] == ["api_key='<redacted>' then more", as_dict, "nothing secret: 7"]
     assert key not in proc.stderr and admin not in proc.stderr
@@ -81,6 +88,12 @@ if __name__ == "__main__":
 
 def test_spawned_subprocesses_import_the_server_as_under_python_m(fake_sglang):
     (fake_sglang / "sglang/launch_server.py").write_text(SPAWNING_SERVER)
-    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(fake_sglang)})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(fake_sglang)},
+    )
     assert (proc.returncode, proc.stdout) == (0, "child ran as __mp_main__\n"), proc.stderr

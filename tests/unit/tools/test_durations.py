@@ -33,8 +33,21 @@ def junit(tmp_path, suite):
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "test_timing.py").write_text(SLOW_AND_FAST)
     xml = tmp_path / "results" / f"{suite}.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-                    str(tmp_path / "test_timing.py")], check=True, capture_output=True, cwd=tmp_path)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            str(tmp_path / "test_timing.py"),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     return xml.parent
 
 

@@ -32,8 +32,12 @@ def test_the_table_has_reasoning_parser_auto_and_the_real_choices():
 def test_the_second_profiles_table_is_its_own_release_s():
     """sglang 0.5.23 renamed --mamba-scheduler-strategy (the profile's flag_names) and retired other flags."""
     flags = yaml.safe_load((REPO / "profiles/sglang-0.5.23.yml").read_text())["flags"]
-    assert flags["--mamba-radix-cache-strategy"]["choices"] == ["auto", "no_buffer", "extra_buffer",
-                                                                "extra_buffer_lazy"]  # fmt: skip
+    assert flags["--mamba-radix-cache-strategy"]["choices"] == [
+        "auto",
+        "no_buffer",
+        "extra_buffer",
+        "extra_buffer_lazy",
+    ]
     assert "--mamba-scheduler-strategy" not in flags and "--cuda-graph-max-bs" not in flags
     assert flags["--tp-size"]["names"] == ["--tp-size", "--tensor-parallel-size"]
     assert flags["--disable-cuda-graph"]["action"] == "DeprecatedStoreTrueAction"

@@ -44,14 +44,26 @@ def role_facts(root, **extra):
     for role in ("gpulxc", "cuda_surgery", "sglang_services"):
         variables.update(trusted(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())))
     variables.update(trusted(yaml.safe_load((ROLE / "vars/main.yml").read_text())))
-    variables.update({
-        "gpulxc_env_file": f"{root}/etc/sglang/cuda.env", "gpulxc_config_dir": f"{root}/etc/sglang",
-        "gpulxc_cache_dir": f"{root}/var/cache/sglang", "sglang_services_user": USER, "ansible_managed": "managed",
-        "gpulxc_gpus": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
-        "ansible_local": {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3", "flashinfer"]},
-                                           "fallback_attention_backend": "triton"}},
-        "_cuda_surgery_cuda_home": CUDA_HOME, "inventory_hostname": "ct200", "hostvars": {}, **extra,
-    })  # fmt: skip
+    variables.update(
+        {
+            "gpulxc_env_file": f"{root}/etc/sglang/cuda.env",
+            "gpulxc_config_dir": f"{root}/etc/sglang",
+            "gpulxc_cache_dir": f"{root}/var/cache/sglang",
+            "sglang_services_user": USER,
+            "ansible_managed": "managed",
+            "gpulxc_gpus": {"indexes": [0, 1], "capabilities": ["9.0", "9.0"]},
+            "ansible_local": {
+                "gpulxc_stack": {
+                    "attention_backends": {"9.0": ["fa3", "flashinfer"]},
+                    "fallback_attention_backend": "triton",
+                }
+            },
+            "_cuda_surgery_cuda_home": CUDA_HOME,
+            "inventory_hostname": "ct200",
+            "hostvars": {},
+            **extra,
+        }
+    )
     # the preflight's facts in its order: the stack the servers start from (stack.yml), then the plan
     tasks = [
         *yaml.safe_load((ROLE / "tasks/stack.yml").read_text()),
@@ -93,8 +105,9 @@ TWO_ON_GPU0 = [{"gpu": 0, "mem_fraction_static": 0.3}, {"gpu": 0, "mem_fraction_
 
 def test_show_gives_the_role_units_command_environment_and_user(tmp_path):
     extra_env = {"NCCL_DEBUG": "INFO", "WITH_QUOTES": 'a b "c" \\d', "UNICODE": "é"}
-    unit, facts = write_role_files(tmp_path, sglang_services_instances=TWO_ON_GPU0,
-                                   sglang_services_environment=extra_env)  # fmt: skip
+    unit, facts = write_role_files(
+        tmp_path, sglang_services_instances=TWO_ON_GPU0, sglang_services_environment=extra_env
+    )
     p = runner.plan(str(unit), "1")
     config, cache = value(facts, "sglang_services_config_dir"), value(facts, "sglang_services_cache_dir")
     assert p["unit"] == "sglang@1.service"
@@ -234,8 +247,26 @@ ExecStart=-/bin/echo %i %% $A ${A} x${A}y $$A "$A" '${UNSET}' $UNSET $Q "a b" \;
 """,
     )
     p = runner.plan(str(unit), "3")
-    assert p["argv"] == ["/bin/echo", "3", "%", "one", "two", "one two", "xone twoy", "$A", "one", "two", "",
-                         "x y", "z", "a b", ";", "A", "probe@3.service", "${A:-d}"]  # fmt: skip
+    assert p["argv"] == [
+        "/bin/echo",
+        "3",
+        "%",
+        "one",
+        "two",
+        "one two",
+        "xone twoy",
+        "$A",
+        "one",
+        "two",
+        "",
+        "x y",
+        "z",
+        "a b",
+        ";",
+        "A",
+        "probe@3.service",
+        "${A:-d}",
+    ]
     assert p["ignore_failure"] and p["path"] == "/bin/echo"
     assert any("unset environment variable" in w and "UNSET" in w for w in p["warnings"])
     unit = write_unit(tmp_path, "ExecStart=true\n")  # a bare name: systemd's fixed search path
@@ -261,8 +292,11 @@ def test_continuation_lines_comments_and_dropins(tmp_path):
     [
         ("Environment=X=%Z\nExecStart=/bin/true\n", "1", "unknown specifier %Z"),
         ("ExecStart=/bin/echo %q\n", "1", "unknown specifier %q"),
-        ("EnvironmentFile=/nonexistent/cuda.env\nExecStart=/bin/true\n", "1", "EnvironmentFile=/nonexistent/cuda.env: "
-         "no such file"),
+        (
+            "EnvironmentFile=/nonexistent/cuda.env\nExecStart=/bin/true\n",
+            "1",
+            "EnvironmentFile=/nonexistent/cuda.env: no such file",
+        ),
         ("User=no-such-user-here\nExecStart=/bin/true\n", "1", "User=no-such-user-here: no such user"),
         ("User=root\nGroup=no-such-group-here\nExecStart=/bin/true\n", "1", "Group=no-such-group-here: no such group"),
         ("ExecStart=+/bin/true\n", "1", "prefix '+' (full privileges) is not supported"),
@@ -270,7 +304,7 @@ def test_continuation_lines_comments_and_dropins(tmp_path):
         ("ExecStart=:/bin/true\n", "1", "prefix ':' (no environment variable substitution) is not supported"),
         ("ExecStart=!/bin/true\n", "1", "prefix '!' (no user/group change) is not supported"),
         ("ExecStartPre=!/bin/true\nExecStart=/bin/true\n", "1", "ExecStartPre= prefix '!'"),
-        ("ExecStart=/bin/echo \"unbalanced\n", "1", "unbalanced quoting"),
+        ('ExecStart=/bin/echo "unbalanced\n', "1", "unbalanced quoting"),
         ("ExecStart=/bin/true ; /bin/false\n", "1", "more than one ExecStart= command"),
         ("ExecStart=bin/true\n", "1", "neither an absolute path nor a bare file name"),
         ("ExecStart=/bin/true\nExecStartPost=/bin/true\n", "1", "ExecStartPost= is set"),
@@ -280,7 +314,7 @@ def test_continuation_lines_comments_and_dropins(tmp_path):
         ("ExecStart=/bin/true\n", "a/b", "not a valid unit instance name"),
         ("ExecStart=/bin/true\nTimeoutStopSec=5 parsecs\n", "1", "unknown time unit"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_refused_naming_the_setting(tmp_path, capsys, service, instance, message):
     unit = write_unit(tmp_path, service)
     argv = ["show", str(unit)] + ([instance] if instance else [])
@@ -318,8 +352,10 @@ print("PROBE " + json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "env": di
 time.sleep(300)
 """
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON), reason="needs root and "
-                                f"{SYSTEM_PYTHON} (the unit switches to User={USER})")  # fmt: skip
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason=f"needs root and {SYSTEM_PYTHON} (the unit switches to User={USER})",
+)
 
 
 @pytest.fixture
@@ -387,9 +423,17 @@ def test_start_runs_the_unit_as_systemd_would_and_stop_sigterms_the_main_process
     out = probe_output(log)
     daemon = pwd.getpwnam(USER)
     assert out["argv"] == ["4", "one", "two", "one two"]
-    assert out["env"] == {"PATH": runner.MANAGER_PATH, **dict(runner.locale_environment()[0]), "USER": USER,
-                          "LOGNAME": USER, "HOME": "/nonexistent-home", "A": "one two", "B": "from-file",
-                          "PROBE_MODE": "", "FROM_FILE": "file value"}  # fmt: skip
+    assert out["env"] == {
+        "PATH": runner.MANAGER_PATH,
+        **dict(runner.locale_environment()[0]),
+        "USER": USER,
+        "LOGNAME": USER,
+        "HOME": "/nonexistent-home",
+        "A": "one two",
+        "B": "from-file",
+        "PROBE_MODE": "",
+        "FROM_FILE": "file value",
+    }
     assert (out["cwd"], out["uid"], out["gid"]) == (str(world), daemon.pw_uid, daemon.pw_gid)
     assert out["groups"] == sorted(os.getgrouplist(USER, daemon.pw_gid))
     assert (out["umask"], out["nofile"], out["stdin"]) == (0o027, [4096, 8192], "/dev/null")
@@ -491,13 +535,15 @@ def test_a_limit_above_the_hard_limit_without_cap_sys_resource_is_named_and_can_
 @pytest.mark.parametrize(
     ("fact", "python"),
     [
-        ({"venv": "/opt/sglang/venv", "stack": "/opt/sglang/stacks/0123456789abcdef"},
-         "/opt/sglang/stacks/0123456789abcdef/bin/python"),
+        (
+            {"venv": "/opt/sglang/venv", "stack": "/opt/sglang/stacks/0123456789abcdef"},
+            "/opt/sglang/stacks/0123456789abcdef/bin/python",
+        ),
         ({"venv": "/srv/other-venv", "stack": "/srv/stacks/x"}, "/opt/sglang/venv/bin/python"),  # another venv's fact
         ({"venv": "/opt/sglang/venv"}, "/opt/sglang/venv/bin/python"),  # a fact from before stacks
         ({}, "/opt/sglang/venv/bin/python"),
     ],
-)  # fmt: skip
+)
 def test_the_servers_start_from_the_stacks_own_directory_not_the_venv_link(tmp_path, fact, python):
     """A server keeps the stack it started with when sglang_stack switches the venv link (issue 23)."""
     local = {"gpulxc_stack": {"attention_backends": {"9.0": ["fa3"]}, "fallback_attention_backend": "triton", **fact}}

@@ -129,10 +129,12 @@ def test_another_cts_refusal_text_from_a_command_is_its_own_result(ssh):
 
 
 def test_the_ssh_layers_wording_is_dropped_from_pcts_message(ssh):
-    ssh.answers.append(AnsibleConnectionFailure(
-        'Data could not be sent to remote host "pve1". Make sure this host can be reached over ssh: '
-        "Configuration file 'nodes/pve1/lxc/200.conf' does not exist"
-    ))  # fmt: skip
+    ssh.answers.append(
+        AnsibleConnectionFailure(
+            'Data could not be sent to remote host "pve1". Make sure this host can be reached over ssh: '
+            "Configuration file 'nodes/pve1/lxc/200.conf' does not exist"
+        )
+    )
     with pytest.raises(AnsibleConnectionFailure) as info:
         connect().exec_command("true")
     assert info.value.message == (
@@ -202,12 +204,14 @@ def test_failed_push_is_an_error_with_pcts_message(ssh, tmp_path):
     ("answer", "expected"),
     [
         # pct push exits 0 when its worker fails: the reason is on stderr only
-        ((0, b"in=\nstaged=300000\n", b"failed to create file: /nope/x: No such file or directory\n"),
-         "failed to transfer file to /nope/x: pct: failed to create file: /nope/x: No such file or directory"),
+        (
+            (0, b"in=\nstaged=300000\n", b"failed to create file: /nope/x: No such file or directory\n"),
+            "failed to transfer file to /nope/x: pct: failed to create file: /nope/x: No such file or directory",
+        ),
         # a short write (the CT's disk full) prints nothing: the size says it
         ((0, b"in=65536\nstaged=300000\n", b""), "failed to transfer file to /nope/x: 65536 bytes arrived of 300000"),
     ],
-)  # fmt: skip
+)
 def test_push_failing_in_pcts_worker_is_an_error(ssh, tmp_path, answer, expected):
     src = tmp_path / "large"
     src.write_bytes(b"z" * 300_000)
@@ -237,11 +241,13 @@ def test_fetch_pulls_to_the_node_then_transfers_then_removes(ssh, tmp_path):
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ((0, b"in=\nstaged=0\n", b"failed to open /root/missing: No such file or directory\n"),
-         "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory"),
+        (
+            (0, b"in=\nstaged=0\n", b"failed to open /root/missing: No such file or directory\n"),
+            "failed to fetch /root/missing: pct: failed to open /root/missing: No such file or directory",
+        ),
         ((0, b"in=4096\nstaged=1024\n", b""), "failed to fetch /root/missing: 1024 bytes arrived of 4096"),
     ],
-)  # fmt: skip
+)
 def test_fetch_failing_in_pcts_worker_is_an_error_and_leaves_nothing(ssh, tmp_path, answer, expected):
     ssh.answers.append(answer)
     with pytest.raises(AnsibleError, match=expected):
@@ -308,6 +314,7 @@ def test_pipelining_is_on_without_any_configuration(tmp_path):
         "    conn.set_options(var_options={'proxmox_vmid': 200})\n"
         "    print(name, conn.get_option('pipelining'))\n"
     )
-    run = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         check=False)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     assert run.stdout.split() == ["gpulxc.sglang.pct_ssh", "True", "ansible.builtin.ssh", "False"], run.stderr

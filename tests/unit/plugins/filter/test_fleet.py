@@ -15,11 +15,12 @@ CASES = [
     ({"ct941": None}, []),
     ({}, []),
     ({"ct940": "ct940"}, []),  # its own router: not a fleet member
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("routers", "fleet"), CASES)
 def test_the_containers_that_name_this_one(routers, fleet):
-    hostvars = {host: {"sglang_services_router_container": routers[host]} if host in routers else {}
-                for host in INVENTORY}  # fmt: skip
+    hostvars = {
+        host: {"sglang_services_router_container": routers[host]} if host in routers else {} for host in INVENTORY
+    }
     assert fleet_containers(hostvars, INVENTORY, "ct940") == fleet

@@ -14,9 +14,12 @@ FILES = {"scrape": "/p/scrape/ct.yml", "targets": "/p/targets/ct.json", "cert": 
 # the plan's tls, what slurp returned, and the files expected after the scrape job's and the targets'
 CASES = [
     (False, {"skipped": True}, []),
-    (True, {"content": base64.b64encode(PEM.encode()).decode()}, [{"path": "/p/certs/ct.crt", "mode": "0644",
-                                                                   "content": PEM}]),
-]  # fmt: skip
+    (
+        True,
+        {"content": base64.b64encode(PEM.encode()).decode()},
+        [{"path": "/p/certs/ct.crt", "mode": "0644", "content": PEM}],
+    ),
+]
 
 
 @pytest.mark.parametrize(("tls", "certificate", "more"), CASES, ids=["plain", "tls"])
@@ -25,7 +28,7 @@ def test_the_files_are_the_scrape_job_the_targets_and_with_tls_the_certificate(t
     assert found[:2] == [
         {"path": "/p/scrape/ct.yml", "content": "job: 1\n", "mode": "0644"},
         {"path": "/p/targets/ct.json", "content": json.dumps(TARGETS, indent=4, sort_keys=True) + "\n", "mode": "0644"},
-    ]  # fmt: skip
+    ]
     assert found[2:] == more
 
 

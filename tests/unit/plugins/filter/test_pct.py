@@ -55,8 +55,11 @@ def test_a_group_id_caps_and_mounts_without_read_only():
         "dev5": "/dev/nvidia-caps/nvidia-cap1,gid=44,mode=0660",
         "dev6": "/dev/nvidia-caps/nvidia-cap2,gid=44,mode=0660",
     }
-    mounts = [{"host_path": "/a", "ct_path": "/b"}, {"host_path": "/c", "ct_path": "/d", "read_only": False},
-              {"host_path": "/e", "ct_path": "/f", "read_only": "yes"}]  # fmt: skip
+    mounts = [
+        {"host_path": "/a", "ct_path": "/b"},
+        {"host_path": "/c", "ct_path": "/d", "read_only": False},
+        {"host_path": "/e", "ct_path": "/f", "read_only": "yes"},
+    ]
     assert pct_mounts(mounts) == {"mp0": "/a,mp=/b", "mp1": "/c,mp=/d", "mp2": "/e,mp=/f,ro=1"}
     assert pct_devices([]) == {} and pct_mounts([]) == {}
 
@@ -82,9 +85,15 @@ def test_a_mount_without_its_paths_is_named():
 
 
 SETTINGS = ("tags", "description", "startup", "protection", "nameserver", "searchdomain", "cpulimit")
-GOOD_SETTINGS = {"tags": ["gpu", "SGLang_2", "a+b.c-d"], "startup": "order=2,up=60,down=30", "cpulimit": "12.5",
-                 "protection": True, "description": "x\ny", "nameserver": "1.1.1.1 2001:db8::53 fe80::1%vmbr0",
-                 "searchdomain": "lab.example x"}  # fmt: skip
+GOOD_SETTINGS = {
+    "tags": ["gpu", "SGLang_2", "a+b.c-d"],
+    "startup": "order=2,up=60,down=30",
+    "cpulimit": "12.5",
+    "protection": True,
+    "description": "x\ny",
+    "nameserver": "1.1.1.1 2001:db8::53 fe80::1%vmbr0",
+    "searchdomain": "lab.example x",
+}
 
 
 @pytest.mark.parametrize(

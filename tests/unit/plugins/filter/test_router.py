@@ -31,8 +31,11 @@ def test_the_base_holds_every_setting_the_plan_reads():
 
 @pytest.mark.parametrize("change", ["missing", "unknown"])
 def test_a_setting_missing_or_unknown_is_an_error_naming_it(change):
-    settings = {k: v for k, v in BASE.items() if k != "sglang_router_port"} if change == "missing" else {
-        **BASE, "sglang_router_prot": 1}  # fmt: skip
+    settings = (
+        {k: v for k, v in BASE.items() if k != "sglang_router_port"}
+        if change == "missing"
+        else {**BASE, "sglang_router_prot": 1}
+    )
     with pytest.raises(AnsibleFilterError, match=r"sglang_router_(port|prot)$"):
         router_plan(settings)
 
@@ -47,9 +50,14 @@ def written_in(tmp_path, name, value):
 def test_keys_written_in_an_inventory_are_refused_naming_the_variable_never_the_key(tmp_path):
     key = written_in(tmp_path, "secret", "s3cret-never-shown")
     pem = "-----BEGIN EC PRIVATE KEY-----MHc-----END EC PRIVATE KEY-----"
-    found = plan({"sglang_router_api_keys": [{"tenant": "lab", "key": key}], "sglang_router_worker_api_key": key,
-                  "sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----",
-                  "sglang_router_tls_private_key": written_in(tmp_path, "pem", pem)})["errors"]  # fmt: skip
+    found = plan(
+        {
+            "sglang_router_api_keys": [{"tenant": "lab", "key": key}],
+            "sglang_router_worker_api_key": key,
+            "sglang_router_tls_certificate": "-----BEGIN CERTIFICATE-----",
+            "sglang_router_tls_private_key": written_in(tmp_path, "pem", pem),
+        }
+    )["errors"]
     assert found == [
         "sglang_router_api_keys holds a key written in plain text (an inventory, a vars file, a playbook or the"
         " command line): keep the keys in Ansible Vault, a lookup or an extra-vars file passed with -e @file.",

@@ -9,10 +9,21 @@ from ansible_collections.gpulxc.sglang.plugins.filter import stack
 from ansible_collections.gpulxc.sglang.plugins.lookup import stack_profile
 
 PROFILE = stack_profile.load("sglang-0.5.12")
-CUDA = ["nvidia-cuda-nvcc==13.2.78", "nvidia-nvvm==13.2.78", "nvidia-cuda-crt==13.2.78", "nvidia-cuda-cccl==13.2.75",
-        "nvidia-cuda-runtime==13.2.75", "nvidia-cuda-nvrtc==13.0.88"]  # fmt: skip
-PINS = ["sglang==0.5.12", "torch==2.11.0", "sglang-kernel==0.4.2.post2", "flashinfer-python==0.6.11.post1",
-        "flashinfer-cubin==0.6.11.post1"]  # fmt: skip
+CUDA = [
+    "nvidia-cuda-nvcc==13.2.78",
+    "nvidia-nvvm==13.2.78",
+    "nvidia-cuda-crt==13.2.78",
+    "nvidia-cuda-cccl==13.2.75",
+    "nvidia-cuda-runtime==13.2.75",
+    "nvidia-cuda-nvrtc==13.0.88",
+]
+PINS = [
+    "sglang==0.5.12",
+    "torch==2.11.0",
+    "sglang-kernel==0.4.2.post2",
+    "flashinfer-python==0.6.11.post1",
+    "flashinfer-cubin==0.6.11.post1",
+]
 
 
 def test_to_requirements_pins_in_order():
@@ -40,8 +51,13 @@ def test_the_stack_fact_holds_the_locked_versions_of_the_profiles_packages():
     assert fact["profile"] == "sglang-0.5.12" and fact["venv"] == fact["stack"] == "/opt/sglang/venv"
     stacked = stack.stack_fact(PROFILE, {}, "/opt/sglang/venv", stack="/opt/sglang/stacks/0123456789abcdef")
     assert stacked["stack"] == "/opt/sglang/stacks/0123456789abcdef"
-    assert fact["packages"] == {"sglang": "0.5.12", "torch": "2.11.0", "sglang-kernel": None,
-                                "flashinfer-python": None, "flashinfer-cubin": None}  # fmt: skip
+    assert fact["packages"] == {
+        "sglang": "0.5.12",
+        "torch": "2.11.0",
+        "sglang-kernel": None,
+        "flashinfer-python": None,
+        "flashinfer-cubin": None,
+    }
     assert (
         fact["attention_backends"]["12.0"] == PROFILE["attention_backends"]["12.0"]
         and fact["attention_backends"]["12.0"][0] == "flashinfer"

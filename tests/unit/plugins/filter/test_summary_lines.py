@@ -29,14 +29,24 @@ SUMMARY = {"stack": "s", "model": "from-config", "router": None}
 GPUS = [{"index": 0, "name": "G", "compute_capability": "9.0"}]
 # the play's variables, and the first lines the summary shows from them
 PLAYS = [
-    ({"pct_container_vmid": 990, "pct_container_node": "pve", "gpulxc_gpus": {"gpus": GPUS},
-      "ansible_local": {"gpulxc_services": {"model": "published"}, "gpulxc_gpus": {"gpus": []}}},
-     ["CT 990 on pve", "GPUs: 1 x G, SM 9.0 (indexes 0)", "stack: s", "model: published"]),
-    ({"proxmox_vmid": 991, "ansible_local": {"gpulxc_gpus": {"gpus": GPUS}}},
-     ["CT 991 on ?", "GPUs: 1 x G, SM 9.0 (indexes 0)", "stack: s", "model: from-config"]),
-    ({"pct_container_vmid": 992, "proxmox_vmid": 1, "ansible_local": {"gpulxc_services": {"model": ""}}},
-     ["CT 992 on ?", "GPUs: 0 x ?, SM  (indexes )", "stack: s", "model: from-config"]),
-]  # fmt: skip
+    (
+        {
+            "pct_container_vmid": 990,
+            "pct_container_node": "pve",
+            "gpulxc_gpus": {"gpus": GPUS},
+            "ansible_local": {"gpulxc_services": {"model": "published"}, "gpulxc_gpus": {"gpus": []}},
+        },
+        ["CT 990 on pve", "GPUs: 1 x G, SM 9.0 (indexes 0)", "stack: s", "model: published"],
+    ),
+    (
+        {"proxmox_vmid": 991, "ansible_local": {"gpulxc_gpus": {"gpus": GPUS}}},
+        ["CT 991 on ?", "GPUs: 1 x G, SM 9.0 (indexes 0)", "stack: s", "model: from-config"],
+    ),
+    (
+        {"pct_container_vmid": 992, "proxmox_vmid": 1, "ansible_local": {"gpulxc_services": {"model": ""}}},
+        ["CT 992 on ?", "GPUs: 0 x ?, SM  (indexes )", "stack: s", "model: from-config"],
+    ),
+]
 
 
 @pytest.mark.parametrize(("play", "lines"), PLAYS, ids=["this_run", "facts_only", "published_model_empty"])

@@ -22,8 +22,12 @@ def test_the_shipped_profile_by_name_from_the_collection_root():
 
 def test_the_second_profile_its_pins_and_the_flags_it_spells_differently():
     profile = stack_profile.LookupModule().run(["sglang-0.5.23"])[0]
-    assert profile["packages"] == {"sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10",
-                                   "flashinfer-python": "0.7.2"}  # fmt: skip
+    assert profile["packages"] == {
+        "sglang": "0.5.23",
+        "torch": "2.14.1",
+        "sglang-kernel": "0.4.10",
+        "flashinfer-python": "0.7.2",
+    }
     assert profile["flag_names"] == {"mamba-scheduler-strategy": "mamba-radix-cache-strategy"}
     assert stack_profile.LookupModule().run(["sglang-0.5.12"])[0]["flag_names"] == {}  # none: the reference's own
     flags = stack_profile.LookupModule().run(["sglang-0.5.23"], flags=True)[0]["flags"]
@@ -39,8 +43,11 @@ def test_the_flag_table_only_when_asked_for():
 
 
 def test_an_unknown_name_lists_the_shipped_profiles():
-    with pytest.raises(AnsibleLookupError, match=r"sglang_stack_profile: there is no profile 'sglang-9.9'\. "
-                       r"This collection ships \['sglang-0.5.12', 'sglang-0.5.23'\]"):  # fmt: skip
+    with pytest.raises(
+        AnsibleLookupError,
+        match=r"sglang_stack_profile: there is no profile 'sglang-9.9'\. "
+        r"This collection ships \['sglang-0.5.12', 'sglang-0.5.23'\]",
+    ):
         stack_profile.LookupModule().run(["sglang-9.9"])
 
 
@@ -56,14 +63,16 @@ def test_a_users_own_file_by_absolute_path(tmp_path):
     [
         ({"packages": None}, "packages must map names to exact versions"),
         ({"pythons": "3.11"}, "pythons must be a list of X.Y versions"),
-        ({"cuda": {"family": {}, "runtime": "13.2.75", "runtime_override": "yes", "nvrtc": "13.0.88"}},
-         "cuda.family must map the compiler wheels to exact versions; cuda.runtime_override must be true or false"),
+        (
+            {"cuda": {"family": {}, "runtime": "13.2.75", "runtime_override": "yes", "nvrtc": "13.0.88"}},
+            "cuda.family must map the compiler wheels to exact versions; cuda.runtime_override must be true or false",
+        ),
         ({"attention_backends": {"12.0": []}}, "attention_backends must map compute capabilities"),
         ({"fallback_attention_backend": None}, "fallback_attention_backend must be a backend name"),
         ({"flag_names": ["mamba-scheduler-strategy"]}, "flag_names must map the reference's flag names"),
         ({"flag_names": {"mamba-scheduler-strategy": None}}, "flag_names must map the reference's flag names"),
     ],
-)  # fmt: skip
+)
 def test_a_profile_that_does_not_fit_the_schema_is_refused_naming_the_variable(tmp_path, change, message):
     path = tmp_path / "bad.yml"
     path.write_text(yaml.safe_dump({**yaml.safe_load(SHIPPED.read_text()), **change}))

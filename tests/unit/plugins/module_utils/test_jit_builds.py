@@ -37,8 +37,13 @@ def proc(tmp_path):
 
 
 def test_flashinfers_ninja_in_a_servers_cgroup_is_its_build_with_its_age(proc):
-    process(proc, 101, ["ninja", "-v", "-C", JIT, "-f", f"{JIT}/batch_decode_bf16/build.ninja", "-j", "8"],
-            V2.format(0), started_s=1000)  # fmt: skip
+    process(
+        proc,
+        101,
+        ["ninja", "-v", "-C", JIT, "-f", f"{JIT}/batch_decode_bf16/build.ninja", "-j", "8"],
+        V2.format(0),
+        started_s=1000,
+    )
     process(proc, 102, ["/usr/bin/ninja", "-C", f"{JIT}/gpulxc_standin_decode"], HYBRID.format(3), started_s=1100)
     assert _jit_builds.running_builds(str(proc), now=1130.0) == {
         "sglang@0.service": [("batch_decode_bf16", 130.0)],
@@ -46,12 +51,15 @@ def test_flashinfers_ninja_in_a_servers_cgroup_is_its_build_with_its_age(proc):
     }
 
 
-@pytest.mark.parametrize(("argv", "cgroup"), [
-    (["python3", "-m", "sglang.launch_server", "-C", JIT], V2.format(0)),  # not ninja
-    (["ninja", "-C", JIT + "/op"], "0::/user.slice/session-1.scope\n"),  # not a service's: a shell's build
-    (["ninja", "--version"], V2.format(0)),  # no build named
-    ([], V2.format(0)),  # a kernel thread: an empty command line
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "cgroup"),
+    [
+        (["python3", "-m", "sglang.launch_server", "-C", JIT], V2.format(0)),  # not ninja
+        (["ninja", "-C", JIT + "/op"], "0::/user.slice/session-1.scope\n"),  # not a service's: a shell's build
+        (["ninja", "--version"], V2.format(0)),  # no build named
+        ([], V2.format(0)),  # a kernel thread: an empty command line
+    ],
+)
 def test_anything_else_is_not_a_build(proc, argv, cgroup):
     process(proc, 200, argv, cgroup, started_s=1)
     assert _jit_builds.running_builds(str(proc), now=10.0) == {}

@@ -58,8 +58,11 @@ def test_an_old_glibc_and_a_python_that_does_not_run(container):
 
 def test_a_python_that_is_not_there(container):
     result = run(python="/usr/bin/python3.99")
-    assert result["python"] == {"path": "/usr/bin/python3.99", "version": "",
-                                "error": "/usr/bin/python3.99: no such executable"}  # fmt: skip
+    assert result["python"] == {
+        "path": "/usr/bin/python3.99",
+        "version": "",
+        "error": "/usr/bin/python3.99: no such executable",
+    }
 
 
 def test_the_cache_must_be_a_mount_point(container):
@@ -89,8 +92,11 @@ def test_a_wheelhouse_for_this_container_fits(container, tmp_path):
     (tmp_path / UV_WHEEL).touch()
     (tmp_path / "stack.in").write_text(TARGET)
     wheelhouse = run(wheelhouse=str(tmp_path), uv_wheel=UV_WHEEL)["wheelhouse"]
-    assert wheelhouse == {"has_uv": True, "fits": True, "target": {
-        "python": "3.11", "platform": "x86_64-manylinux_2_36", "arch": "x86_64", "glibc": "2.36"}}  # fmt: skip
+    assert wheelhouse == {
+        "has_uv": True,
+        "fits": True,
+        "target": {"python": "3.11", "platform": "x86_64-manylinux_2_36", "arch": "x86_64", "glibc": "2.36"},
+    }
 
 
 @pytest.mark.parametrize(
@@ -123,20 +129,28 @@ RECORDED = Path(__file__).resolve().parents[2] / "fixtures/container"
 def test_debian_packages_from_the_recorded_status_file(container, monkeypatch):
     monkeypatch.setattr(container_info, "DPKG_STATUS", str(RECORDED / "dpkg-status.txt"))
     result = run(python="", debian_packages=["ninja-build", "g++", "python3-dev", "libc6", "gcc-13"])
-    assert result["debian_packages"] == {"ninja-build": "installed", "g++": "installed", "python3-dev": "installed",
-                                         "libc6": "installed", "gcc-13": "not-installed"}  # fmt: skip
+    assert result["debian_packages"] == {
+        "ninja-build": "installed",
+        "g++": "installed",
+        "python3-dev": "installed",
+        "libc6": "installed",
+        "gcc-13": "not-installed",
+    }
     assert result["python"] == {"path": "", "version": "", "error": ""}  # no python asked: none probed
 
 
 def test_a_removed_package_keeps_its_state_and_a_missing_status_file_knows_none(container, monkeypatch, tmp_path):
     # `dpkg -r` of a package with conffiles leaves its stanza as "deinstall ok config-files" (dpkg(1), Status field)
     text = (RECORDED / "dpkg-status.txt").read_text()
-    removed = text.replace("Package: ninja-build\nStatus: install ok installed",
-                           "Package: ninja-build\nStatus: deinstall ok config-files")  # fmt: skip
+    removed = text.replace(
+        "Package: ninja-build\nStatus: install ok installed", "Package: ninja-build\nStatus: deinstall ok config-files"
+    )
     (tmp_path / "status").write_text(removed)
     monkeypatch.setattr(container_info, "DPKG_STATUS", str(tmp_path / "status"))
-    assert run(debian_packages=["ninja-build", "g++"])["debian_packages"] == {"ninja-build": "config-files",
-                                                                              "g++": "installed"}  # fmt: skip
+    assert run(debian_packages=["ninja-build", "g++"])["debian_packages"] == {
+        "ninja-build": "config-files",
+        "g++": "installed",
+    }
     monkeypatch.setattr(container_info, "DPKG_STATUS", str(tmp_path / "absent"))
     assert run(debian_packages=["g++"])["debian_packages"] == {"g++": "not-installed"}
 

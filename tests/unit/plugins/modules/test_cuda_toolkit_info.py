@@ -38,8 +38,14 @@ def venv(tmp_path, monkeypatch, module_exits):
     for path in ("nv/target", "cuda/std/type_traits"):
         (bundled / path).parent.mkdir(parents=True, exist_ok=True)
         (bundled / path).write_text(path)
-    state = {"purelib": (0, f"{purelib}\n", ""), "ldconfig": (0, LDCONFIG, ""), "ninja": (0, "", ""),
-             "ldd": (0, LDD.format(home=home), ""), "python3": (0, "", ""), "calls": []}  # fmt: skip
+    state = {
+        "purelib": (0, f"{purelib}\n", ""),
+        "ldconfig": (0, LDCONFIG, ""),
+        "ninja": (0, "", ""),
+        "ldd": (0, LDD.format(home=home), ""),
+        "python3": (0, "", ""),
+        "calls": [],
+    }
 
     def run_command(self, args, environ_update=None, **kwargs):
         state["calls"].append((args, environ_update))
@@ -95,8 +101,12 @@ def test_a_venv_whose_python_does_not_run(venv):
 
 def test_a_missing_venv_is_an_answer_not_a_failure(tmp_path, module_exits):
     """Check mode on a fresh container reads before uv_venv made the venv: commands that are not there."""
-    args = {"venv": str(tmp_path / "no-venv"), "ninja_dir": str(tmp_path), "env_file": str(tmp_path / "none.env"),
-            "binary": str(tmp_path / "validate")}  # fmt: skip
+    args = {
+        "venv": str(tmp_path / "no-venv"),
+        "ninja_dir": str(tmp_path),
+        "env_file": str(tmp_path / "none.env"),
+        "binary": str(tmp_path / "validate"),
+    }
     with patch_module_args(args), pytest.raises(Exit) as info:
         cuda_toolkit_info.main()
     result = info.value.args[0]
@@ -122,9 +132,11 @@ def test_ninja_and_ldd_run_in_the_environment_files_environment(venv):
     result = run(venv, env_file=str(env_file), ninja_dir="/v", binary="/v/validate")
     assert result["ninja_up_to_date"] and result["nvrtc_loads"] and result["ldd_error"] == ""
     assert result["libraries"] == {
-        "libcudart.so.13": f"{venv['home']}/lib/libcudart.so.13", "libcuda.so.1": "/lib/x86_64-linux-gnu/libcuda.so.1",
-        "libnvrtc.so.13": "", "libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
-    }  # fmt: skip
+        "libcudart.so.13": f"{venv['home']}/lib/libcudart.so.13",
+        "libcuda.so.1": "/lib/x86_64-linux-gnu/libcuda.so.1",
+        "libnvrtc.so.13": "",
+        "libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
+    }
     envs = {Path(args[0]).name: env for args, env in venv["calls"]}
     assert envs["ninja"] == envs["ldd"] == {"PATH": "/opt/sglang/venv/bin:/usr/bin", "LD_LIBRARY_PATH": "/x/lib"}
     venv["ninja"] = (0, "[1/2] nvcc ...\n", "")
@@ -148,8 +160,9 @@ def test_the_installed_cuda_wheels_and_nvccs_release(venv):
     result = run(venv, packages=["nvidia-cuda-nvcc", "NVIDIA_CUDA_CCCL", "nvidia-cuda-runtime"], nvcc_release=True)
     assert result["versions"] == {"nvidia-cuda-nvcc": "13.2.78", "nvidia-cuda-cccl": "13.2.75"}
     assert result["nvcc_release"] == "13.2"
-    assert [args for args, _env in venv["calls"] if Path(args[0]).name == "nvcc"] == [[str(venv["home"] / "bin/nvcc"),
-                                                                                       "--version"]]  # fmt: skip
+    assert [args for args, _env in venv["calls"] if Path(args[0]).name == "nvcc"] == [
+        [str(venv["home"] / "bin/nvcc"), "--version"]
+    ]
 
 
 def test_no_release_when_nvcc_fails_or_is_not_asked(venv):

@@ -12,8 +12,10 @@ from conftest import ModuleFail as Fail
 
 
 def run(module_exits, check_mode=False, diff=False, **args):
-    with patch_module_args({"_ansible_check_mode": check_mode, "_ansible_diff": diff, **args}), \
-            pytest.raises((Exit, Fail)) as info:  # fmt: skip
+    with (
+        patch_module_args({"_ansible_check_mode": check_mode, "_ansible_diff": diff, **args}),
+        pytest.raises((Exit, Fail)) as info,
+    ):
         file_set.main()
     return info.type is Exit, info.value.args[0]
 
@@ -50,16 +52,21 @@ def test_each_drift_is_repaired_and_named(module_exits, tmp_path):
     (tmp_path / "lib64").unlink()
     (tmp_path / "lib64").symlink_to("elsewhere")  # link target
     ok, result = run(module_exits, diff=True, **tree(tmp_path))
-    assert ok and result["changed_paths"] == [str(tmp_path / p) for p in ("etc/sglang/instance-0.yaml",
-                                                                          "etc/sglang/key", "lib64")]  # fmt: skip
+    assert ok and result["changed_paths"] == [
+        str(tmp_path / p) for p in ("etc/sglang/instance-0.yaml", "etc/sglang/key", "lib64")
+    ]
     assert (tmp_path / "etc/sglang/instance-0.yaml").read_text() == "a = 1\n"
     assert stat.S_IMODE((tmp_path / "etc/sglang/key").stat().st_mode) == 0o600
     assert os.readlink(tmp_path / "lib64") == "lib"
     config, key, lib64 = result["diff"]
     assert config["before"].endswith("a = 2\n") and config["after"].endswith("a = 1\n")
     assert "0644" in key["before"] and "0600" in key["after"]
-    assert lib64 == {"before_header": str(tmp_path / "lib64"), "after_header": str(tmp_path / "lib64"),
-                     "before": "link -> elsewhere\n", "after": "link -> lib\n"}  # fmt: skip
+    assert lib64 == {
+        "before_header": str(tmp_path / "lib64"),
+        "after_header": str(tmp_path / "lib64"),
+        "before": "link -> elsewhere\n",
+        "after": "link -> lib\n",
+    }
 
 
 def test_a_secret_is_never_in_the_diff(module_exits, tmp_path):
@@ -83,10 +90,13 @@ def test_a_link_never_replaces_a_directory(module_exits, tmp_path):
     assert not ok and "is a directory" in result["msg"] and (tmp_path / "lib64").is_dir()
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ({"mode": "rw-r--r--"}, "is not an octal number"),
-    ({"owner": "no-such-user-gpulxc"}, "no such user or group"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"mode": "rw-r--r--"}, "is not an octal number"),
+        ({"owner": "no-such-user-gpulxc"}, "no such user or group"),
+    ],
+)
 def test_bad_entries_are_named_and_nothing_written(module_exits, tmp_path, entry, message):
     path = tmp_path / "f"
     ok, result = run(module_exits, files=[{"path": str(path), "content": "x", **entry}])

@@ -28,8 +28,10 @@ def ninja_op(root, name, link="cp $in $out"):
 
 
 def run(module_exits, check_mode=False, diff=False, **args):
-    with patch_module_args({"_ansible_check_mode": check_mode, "_ansible_diff": diff, **args}), \
-            pytest.raises((Exit, Fail)) as info:  # fmt: skip
+    with (
+        patch_module_args({"_ansible_check_mode": check_mode, "_ansible_diff": diff, **args}),
+        pytest.raises((Exit, Fail)) as info,
+    ):
         jit_cache.main()
     return info.type is Exit, info.value.args[0]
 

@@ -24,14 +24,17 @@ def run(module_exits, **args):
     return info.type is Exit, info.value.args[0]
 
 
-@pytest.mark.parametrize(("content", "result"), [
-    (None, None),  # not written yet
-    ("", None),
-    ('{"started": 1, "fini', None),  # being written
-    ('{"started": 1, "finished": 0, "ansible_job_id": "j1"}', None),  # async_wrapper's placeholder
-    ('{"changed": true, "rc": 0}', {"changed": True, "rc": 0}),
-    ('["not", "a", "result"]', None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "result"),
+    [
+        (None, None),  # not written yet
+        ("", None),
+        ('{"started": 1, "fini', None),  # being written
+        ('{"started": 1, "finished": 0, "ansible_job_id": "j1"}', None),  # async_wrapper's placeholder
+        ('{"changed": true, "rc": 0}', {"changed": True, "rc": 0}),
+        ('["not", "a", "result"]', None),
+    ],
+)
 def test_a_job_is_finished_as_async_status_reads_its_file(tmp_path, content, result):
     path = tmp_path / "j1"
     if content is not None:
@@ -47,10 +50,17 @@ def test_a_running_job_gives_a_line_of_its_sizes_after_the_slice(module_exits, t
     (tmp_path / "dst" / "a").write_bytes(b"x" * 1024 * 1024)
     os.symlink("/usr", tmp_path / "dst" / "link")  # not followed
     begun = time.monotonic()
-    ok, result = run(module_exits, results_file=str(tmp_path / "j1"), what="staging", slice=0.5,
-                     watch=[{"path": str(tmp_path / "dst"), "name": "copied", "total": str(tmp_path / "src")},
-                            {"path": str(tmp_path / "missing"), "name": "cache"}],
-                     resume={"started": time.time() - 75})  # fmt: skip
+    ok, result = run(
+        module_exits,
+        results_file=str(tmp_path / "j1"),
+        what="staging",
+        slice=0.5,
+        watch=[
+            {"path": str(tmp_path / "dst"), "name": "copied", "total": str(tmp_path / "src")},
+            {"path": str(tmp_path / "missing"), "name": "cache"},
+        ],
+        resume={"started": time.time() - 75},
+    )
     assert ok and not result["done"] and not result["job_failed"] and not result["changed"]
     assert 0.5 <= time.monotonic() - begun < 3
     assert result["progress"] == "staging: copied 1.0 MiB of 3.0 MiB, cache 0 B after 1m15s"
@@ -69,8 +79,14 @@ def test_a_failed_commands_message_carries_what_it_wrote(module_exits, tmp_path)
 def test_a_job_that_ends_during_the_slice_returns_at_once_with_its_failure(module_exits, tmp_path):
     results = tmp_path / "j1"
     results.write_text('{"started": 1, "finished": 0}')
-    subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(0.5); open({str(results)!r}, 'w').write("
-                      "'{\"failed\": 1, \"msg\": \"Timeout exceeded\"}')"])  # fmt: skip
+    subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time; time.sleep(0.5); open({str(results)!r}, 'w').write("
+            '\'{"failed": 1, "msg": "Timeout exceeded"}\')',
+        ]
+    )
     begun = time.monotonic()
     ok, result = run(module_exits, results_file=str(results), what="installing", slice=20)
     assert ok and result["done"] and time.monotonic() - begun < 5
@@ -90,14 +106,38 @@ def test_the_async_protocol_of_this_ansible_core(tmp_path):
     that changes it)."""
     async_dir = tmp_path / "async"
     # minimal: a callback of ansible-core itself (the 2.20 and 2.21 venvs hold only ansible-core)
-    env = {**os.environ, "ANSIBLE_ASYNC_DIR": str(async_dir), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.minimal",
-           "ANSIBLE_CONFIG": str(tmp_path / "empty.cfg")}  # fmt: skip
+    env = {
+        **os.environ,
+        "ANSIBLE_ASYNC_DIR": str(async_dir),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.minimal",
+        "ANSIBLE_CONFIG": str(tmp_path / "empty.cfg"),
+    }
     (tmp_path / "empty.cfg").write_text("")
     ansible = Path(sys.executable).parent / "ansible"
     python = f"ansible_python_interpreter={sys.executable}"
-    proc = subprocess.run([str(ansible), "localhost", "-c", "local", "-e", python, "-m", "ansible.builtin.command",
-                           "-a", "sleep 2", "-B", "30", "-P", "0"],
-                          env=env, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [
+            str(ansible),
+            "localhost",
+            "-c",
+            "local",
+            "-e",
+            python,
+            "-m",
+            "ansible.builtin.command",
+            "-a",
+            "sleep 2",
+            "-B",
+            "30",
+            "-P",
+            "0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     started = json.loads(proc.stdout.split(" => ", 1)[1])  # "localhost | CHANGED => {...}"
     results_file = started["results_file"]

@@ -85,8 +85,13 @@ def test_converged_container_is_left_alone(pve):
 def test_drift_is_repaired_in_one_set_call_keeping_the_mac(pve):
     path = install(pve, "200-drifted.conf")
     original = path.read_text()
-    kind, result = run(pve, config={**WANT, "net0": "name=eth0,bridge=vmbr1,ip=dhcp"}, exclusive=["dev"], lxc=[SHM],
-                       lxc_exclusive=["^lxc\\.mount\\.entry: tmpfs dev/shm "])  # fmt: skip
+    kind, result = run(
+        pve,
+        config={**WANT, "net0": "name=eth0,bridge=vmbr1,ip=dhcp"},
+        exclusive=["dev"],
+        lxc=[SHM],
+        lxc_exclusive=["^lxc\\.mount\\.entry: tmpfs dev/shm "],
+    )
     assert kind is Exit and result["changed"] is True
     (call,) = sets(pve)
     sent = dict(zip(call[2::2], call[3::2], strict=False))
@@ -109,8 +114,7 @@ def test_drift_is_repaired_in_one_set_call_keeping_the_mac(pve):
 def test_check_mode_changes_nothing_and_predicts_pending(pve):
     path = install(pve, "200-drifted.conf")
     before = path.read_text()
-    kind, result = run(pve, check=True, diff=True, config=WANT, exclusive=["dev"], lxc=[SHM],
-                       lxc_exclusive=["dev/shm"])  # fmt: skip
+    kind, result = run(pve, check=True, diff=True, config=WANT, exclusive=["dev"], lxc=[SHM], lxc_exclusive=["dev/shm"])
     assert kind is Exit and result["changed"] is True
     assert sets(pve) == []
     assert path.read_text() == before
@@ -142,8 +146,15 @@ def test_stopped_container_needs_no_restart(pve):
 
 
 def test_check_mode_on_a_missing_container_predicts_the_creation(pve):
-    kind, result = run(pve, check=True, diff=True, ostemplate="local:vztmpl/t.tar.zst",
-                       create_options={"rootfs": "local:8", "unprivileged": False}, config=WANT, lxc=[SHM])  # fmt: skip
+    kind, result = run(
+        pve,
+        check=True,
+        diff=True,
+        ostemplate="local:vztmpl/t.tar.zst",
+        create_options={"rootfs": "local:8", "unprivileged": False},
+        config=WANT,
+        lxc=[SHM],
+    )
     assert kind is Exit and result["created"] is True and result["changed"] is True
     assert pve["calls"] == []  # check mode: nothing ran
     assert "dev0: /dev/nvidia0,mode=0666\n" in result["diff"]["after"]
@@ -159,8 +170,13 @@ def test_create_runs_pct_create_then_writes_raw_lines(pve, monkeypatch):
         return original(self, args, **kwargs)
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    kind, result = run(pve, ostemplate="local:vztmpl/t.tar.zst", create_options={"unprivileged": False},
-                       config={"hostname": "ct200", "features": "nesting=1"}, lxc=[SHM])  # fmt: skip
+    kind, result = run(
+        pve,
+        ostemplate="local:vztmpl/t.tar.zst",
+        create_options={"unprivileged": False},
+        config={"hostname": "ct200", "features": "nesting=1"},
+        lxc=[SHM],
+    )
     assert kind is Exit and result["created"] is True
     (call,) = sets(pve)
     assert call[:3] == ["create", "200", "local:vztmpl/t.tar.zst"]
@@ -284,7 +300,7 @@ MAC = "hwaddr=BC:24:11:5A:01:7E"
         ("dev0", "/dev/nvidia0,mode=0666,deny-write=1", "/dev/nvidia0,mode=0666,deny-write=yes"),
         ("mp0", "/srv/models,mp=/mnt/models,ro=true", "/srv/models,mp=/mnt/models,ro=1"),
     ],
-)  # fmt: skip
+)
 def test_booleans_in_property_strings_match_as_proxmox_writes_them(pve, key, desired, written):
     set_line(install(pve, "200-converged.conf"), key, written)
     kind, result = run(pve, config={**WANT, key: desired}, exclusive=["dev"], lxc=[SHM])
@@ -294,9 +310,21 @@ def test_booleans_in_property_strings_match_as_proxmox_writes_them(pve, key, des
 def test_documentation_renders():
     # with the shared options of the gpulxc.sglang.pct doc fragment, as ansible-doc shows them
     doc = get_docstring(pct_config.__file__, fragment_loader, collection_name="gpulxc.sglang")[0]
-    assert set(doc["options"]) == {"vmid", "ostemplate", "create_options", "config", "exclusive", "lxc",
-                                   "lxc_exclusive", "config_dir", "pct", "pve_container_version", "devices", "mounts",
-                                   "owned_devices"}  # fmt: skip
+    assert set(doc["options"]) == {
+        "vmid",
+        "ostemplate",
+        "create_options",
+        "config",
+        "exclusive",
+        "lxc",
+        "lxc_exclusive",
+        "config_dir",
+        "pct",
+        "pve_container_version",
+        "devices",
+        "mounts",
+        "owned_devices",
+    }
     json.dumps(yaml.safe_load(pct_config.RETURN))
 
 
@@ -335,8 +363,15 @@ def sent(pve):
 def test_a_hand_added_devn_and_a_volume_mpn_are_kept_and_listed(pve):
     path = install(pve, "200-converged.conf")
     hand_edit(path, "dev2: /dev/fuse", "mp1: " + VOLUME, "mp0: /srv/old,mp=/old")
-    kind, result = run(pve, diff=True, config=BASE, devices=NVIDIA[2:] + NVIDIA[:1], mounts=[],
-                       owned_devices=["^/dev/nvidia"], lxc=[SHM])  # fmt: skip
+    kind, result = run(
+        pve,
+        diff=True,
+        config=BASE,
+        devices=NVIDIA[2:] + NVIDIA[:1],
+        mounts=[],
+        owned_devices=["^/dev/nvidia"],
+        lxc=[SHM],
+    )
     assert kind is Exit
     assert result["deleted"] == []
     assert set(result["kept"]) == {"dev2", "mp0", "mp1"}
@@ -359,8 +394,9 @@ def test_owned_devn_no_longer_asked_for_go_and_new_ones_take_free_indexes(pve):
 def test_exclusive_removes_every_unnamed_devn_and_bind_mpn_never_a_volume(pve):
     path = install(pve, "200-converged.conf")
     hand_edit(path, "dev2: /dev/fuse", "mp0: /srv/old,mp=/old", "mp1: " + VOLUME)
-    kind, result = run(pve, check=True, diff=True, config=BASE, devices=NVIDIA[2:], mounts=[],
-                       exclusive=["dev", "mp"], lxc=[SHM])  # fmt: skip
+    kind, result = run(
+        pve, check=True, diff=True, config=BASE, devices=NVIDIA[2:], mounts=[], exclusive=["dev", "mp"], lxc=[SHM]
+    )
     assert kind is Exit and result["changed"] is True
     assert result["deleted"] == ["dev1", "dev2", "mp0"]
     assert list(result["kept"]) == ["mp1"]
@@ -391,11 +427,21 @@ def test_a_path_asked_twice_is_refused(pve):
 
 
 def test_create_numbers_devices_and_mounts_from_zero(pve, monkeypatch):
-    kind, result = run(pve, check=True, ostemplate="local:vztmpl/x.tar.zst", config=BASE, devices=NVIDIA,
-                       mounts=["/srv/models,mp=/models"])  # fmt: skip
+    kind, result = run(
+        pve,
+        check=True,
+        ostemplate="local:vztmpl/x.tar.zst",
+        config=BASE,
+        devices=NVIDIA,
+        mounts=["/srv/models,mp=/models"],
+    )
     assert kind is Exit and result["created"] is True
     assert {k: v for k, v in result["set"].items() if k[:2] in ("de", "mp")} == {
-        "dev0": NVIDIA[0], "dev1": NVIDIA[1], "dev2": NVIDIA[2], "mp0": "/srv/models,mp=/models"}  # fmt: skip
+        "dev0": NVIDIA[0],
+        "dev1": NVIDIA[1],
+        "dev2": NVIDIA[2],
+        "mp0": "/srv/models,mp=/models",
+    }
 
 
 @pytest.mark.parametrize(
@@ -408,7 +454,7 @@ def test_create_numbers_devices_and_mounts_from_zero(pve, monkeypatch):
         ("cpulimit", "2", "2.0"),
         ("protection", True, "1"),
     ],
-)  # fmt: skip
+)
 def test_proxmox_settings_match_as_proxmox_writes_them_back(pve, key, desired, written):
     set_line(install(pve, "200-converged.conf"), key, written)
     kind, result = run(pve, config={**WANT, key: desired}, exclusive=["dev"], lxc=[SHM])

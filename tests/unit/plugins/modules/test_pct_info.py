@@ -18,8 +18,14 @@ H200 = Path(__file__).resolve().parents[2] / "fixtures/nvidia/h200"
 PCT = Path(__file__).resolve().parents[2] / "fixtures/pct"
 SMI = (H200 / "nvidia-smi.txt").read_text()
 # the device numbers of the H200's dev-nodes.txt: nvidia0, nvidiactl, nvidia-uvm(-tools), nvidia-caps
-H200_NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (238, 0), "nvidia-uvm-tools": (238, 1),
-              "nvidia-caps/nvidia-cap1": (241, 1), "nvidia-caps/nvidia-cap2": (241, 2)}  # fmt: skip
+H200_NODES = {
+    "nvidia0": (195, 0),
+    "nvidiactl": (195, 255),
+    "nvidia-uvm": (238, 0),
+    "nvidia-uvm-tools": (238, 1),
+    "nvidia-caps/nvidia-cap1": (241, 1),
+    "nvidia-caps/nvidia-cap2": (241, 2),
+}
 
 
 @pytest.fixture
@@ -31,8 +37,13 @@ def node(tmp_path, monkeypatch, module_exits):
         os.mknod(dev / name, 0o020666, os.makedev(major, minor))
     (dev / "nvidia-not-a-device").write_text("")
     monkeypatch.setattr(pct_info, "DEVICE_GLOBS", (f"{dev}/nvidia*", f"{dev}/nvidia-caps/*"))
-    state = {"status": (0, "status: running\n", ""), "exec": (0, "", ""), "pvesm": (0, "", ""), "calls": [],
-             "pveversion": (0, (PCT / "pveversion-v-9.txt").read_text(), "")}  # fmt: skip
+    state = {
+        "status": (0, "status: running\n", ""),
+        "exec": (0, "", ""),
+        "pvesm": (0, "", ""),
+        "calls": [],
+        "pveversion": (0, (PCT / "pveversion-v-9.txt").read_text(), ""),
+    }
     pveversion = tmp_path / "pveversion"
     pveversion.write_text("")
     monkeypatch.setattr(pct_info, "DEFAULT_PVEVERSION", str(pveversion))
@@ -77,9 +88,12 @@ def test_a_running_container_with_the_node_read_in_one_call(node):
         (name, *numbers) for name, numbers in H200_NODES.items()
     )
     assert result["container"] == {
-        "boot_state": "running", "nvidia_userspace": "580.159.04", "smi_rc": 0, "smi_lines": SMI.splitlines(),
+        "boot_state": "running",
+        "nvidia_userspace": "580.159.04",
+        "smi_rc": 0,
+        "smi_lines": SMI.splitlines(),
         "smi_gpus": 0,  # the table, not -L's lines
-    }  # fmt: skip
+    }
     assert result["gpu_indexes"] == [0]
     execs = [c for c in node["calls"] if c[1] == "exec"]
     assert len(execs) == 1 and execs[0][:6] == ["/usr/sbin/pct", "exec", "200", "--", "/bin/sh", "-c"]
@@ -90,12 +104,18 @@ def test_the_script_run_in_the_container_reports_what_the_parser_reads(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text("#!/bin/sh\necho degraded\n")
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\n"
-                                        "exit 18\n")  # fmt: skip
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\nexit 18\n"
+    )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    out = subprocess.run(["/bin/sh", "-c", pct_info.IN_CONTAINER], capture_output=True, text=True, check=True,
-                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout  # fmt: skip
+    out = subprocess.run(
+        ["/bin/sh", "-c", pct_info.IN_CONTAINER],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    ).stdout
     found = pct_info.parse_container(out)
     assert found["boot_state"] == "degraded"
     assert found["smi_rc"] == 18
@@ -107,9 +127,12 @@ def test_a_container_without_nvidia_userspace_and_without_nvidia_smi(node):
     ok, result = run()
     assert ok
     assert result["container"] == {
-        "boot_state": "starting", "nvidia_userspace": "", "smi_rc": 127, "smi_lines": ["sh: 1: nvidia-smi: not found"],
+        "boot_state": "starting",
+        "nvidia_userspace": "",
+        "smi_rc": 127,
+        "smi_lines": ["sh: 1: nvidia-smi: not found"],
         "smi_gpus": 0,
-    }  # fmt: skip
+    }
 
 
 def test_a_missing_container_reads_the_template_and_nothing_inside(node, tmp_path):
@@ -138,14 +161,23 @@ def test_files_units_and_a_driverless_node_without_gpus(node, tmp_path):
     unit = tmp_path / "on.service"
     unit.write_text("[Unit]\n")
     unit.chmod(0o640)
-    ok, result = run(files=[str(unit), str(tmp_path / "missing")], units=["on.service", "off.service"],
-                     driver_version_file=str(tmp_path / "no-driver"), container=False)  # fmt: skip
+    ok, result = run(
+        files=[str(unit), str(tmp_path / "missing")],
+        units=["on.service", "off.service"],
+        driver_version_file=str(tmp_path / "no-driver"),
+        container=False,
+    )
     assert ok
     assert result["files"] == {
-        str(unit): {"exists": True, "sha1": "e24fbc79ade688df0a3d97a7e8fbc6216ea2823a",
-                    "mode": "0640", "owner": "root", "group": "root"},
+        str(unit): {
+            "exists": True,
+            "sha1": "e24fbc79ade688df0a3d97a7e8fbc6216ea2823a",
+            "mode": "0640",
+            "owner": "root",
+            "group": "root",
+        },
         str(tmp_path / "missing"): {"exists": False},
-    }  # fmt: skip
+    }
     assert result["units"] == {"on.service": "enabled", "off.service": "disabled"}
     assert result["driver"] == {"version": "", "open": False}
     assert result["container"] == {}
@@ -192,11 +224,17 @@ def test_the_proxmox_release_from_pveversion(node, release, version, container):
 
 
 def test_an_unreadable_proxmox_release_says_why(node, tmp_path):
-    node["pveversion"] = (0, "pve-manager: 8.4.14 (running version: 8.4.14/b502d23c)\n"
-                             "pve-container: not correctly installed\n", "")  # fmt: skip
+    node["pveversion"] = (
+        0,
+        "pve-manager: 8.4.14 (running version: 8.4.14/b502d23c)\npve-container: not correctly installed\n",
+        "",
+    )
     ok, result = run(container=False)
-    assert ok and result["pve"] == {"version": "8.4.14", "container": "",
-                                    "error": "pveversion -v lists no installed pve-container"}  # fmt: skip
+    assert ok and result["pve"] == {
+        "version": "8.4.14",
+        "container": "",
+        "error": "pveversion -v lists no installed pve-container",
+    }
     ok, result = run(container=False, pveversion=str(tmp_path / "none"))
     assert ok and result["pve"]["error"] == f"{tmp_path / 'none'} is missing"
     ok, result = run(container=False, pve=False)
@@ -207,14 +245,19 @@ def test_an_unreadable_proxmox_release_says_why(node, tmp_path):
 def test_the_character_majors_drivers_hold_now(node, tmp_path, monkeypatch):
     """nvidia-uvm's major is dynamic: what /proc/devices says now, so a line for an old major can be told apart."""
     devices = tmp_path / "devices"
-    devices.write_text("Character devices:\n  1 mem\n 10 misc\n195 nvidia-frontend\n238 nvidia-uvm\n"
-                       "241 nvidia-caps\n\nBlock devices:\n  8 sd\n259 blkext\n")  # fmt: skip
+    devices.write_text(
+        "Character devices:\n  1 mem\n 10 misc\n195 nvidia-frontend\n238 nvidia-uvm\n"
+        "241 nvidia-caps\n\nBlock devices:\n  8 sd\n259 blkext\n"
+    )
     monkeypatch.setattr(pct_info, "PROC_DEVICES", str(devices))
     ok, result = run(container=False)
     assert ok and result["char_devices"] == [
-        {"major": 1, "name": "mem"}, {"major": 10, "name": "misc"}, {"major": 195, "name": "nvidia-frontend"},
-        {"major": 238, "name": "nvidia-uvm"}, {"major": 241, "name": "nvidia-caps"},
-    ]  # fmt: skip
+        {"major": 1, "name": "mem"},
+        {"major": 10, "name": "misc"},
+        {"major": 195, "name": "nvidia-frontend"},
+        {"major": 238, "name": "nvidia-uvm"},
+        {"major": 241, "name": "nvidia-caps"},
+    ]
     ok, result = run(container=False, gpus=False)
     assert ok and result["char_devices"] == []
 
@@ -237,8 +280,10 @@ def test_the_gpus_the_driver_lists_count_when_their_nodes_are_gone(node, tmp_pat
 def pvesm_answers(layout):
     """What pvesm status prints on a default install of that layout (tests/unit/fixtures/pct/README.md)."""
     rootdir = (PCT / f"pvesm-status-{layout}-rootdir.txt").read_text()
-    return {("status",): (0, (PCT / f"pvesm-status-{layout}.txt").read_text(), ""),
-            ("status", "--content", "rootdir"): (0, rootdir, "")}  # fmt: skip
+    return {
+        ("status",): (0, (PCT / f"pvesm-status-{layout}.txt").read_text(), ""),
+        ("status", "--content", "rootdir"): (0, rootdir, ""),
+    }
 
 
 @pytest.mark.parametrize(
@@ -282,8 +327,9 @@ def test_pvesm_failing_or_printing_something_else_says_why(node):
     assert "not the table pvesm status prints" in result["storage"]["error"]
 
 
-@pytest.mark.parametrize(("line", "unprivileged"), [("unprivileged: 1\n", True), ("", False),
-                                                     ("unprivileged: 0\n", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("line", "unprivileged"), [("unprivileged: 1\n", True), ("", False), ("unprivileged: 0\n", False)]
+)
 def test_whether_the_existing_container_is_unprivileged(node, line, unprivileged):
     node["status"] = (0, "status: stopped\n", "")
     (node["lxc"] / "200.conf").write_text((PCT / "200-converged.conf").read_text() + line)

@@ -27,7 +27,10 @@ def test_status_gives_the_cluster_and_its_members_sorted():
     cluster, members = mod.parse_status(STATUS)
     assert cluster == {"name": "prod", "quorate": True, "nodes": 3}
     assert [(m["name"], m["nodeid"], m["online"], m["local"]) for m in members] == [
-        ("pve1", 1, True, True), ("pve2", 2, True, False), ("pve3", 3, False, False)]  # fmt: skip
+        ("pve1", 1, True, True),
+        ("pve2", 2, True, False),
+        ("pve3", 3, False, False),
+    ]
 
 
 def test_a_standalone_node_is_its_own_only_member():
@@ -58,8 +61,14 @@ def test_placement(vmid, node, hostname, placement):
 
 def test_the_guest_entry_keeps_what_the_rules_name():
     guest = mod.decide(STATUS, RESOURCES, 200, "pve1", "x")["guest"]
-    assert guest == {"id": "lxc/200", "vmid": 200, "node": "pve2", "type": "lxc", "name": "sglang-200",
-                     "status": "running"}  # fmt: skip
+    assert guest == {
+        "id": "lxc/200",
+        "vmid": 200,
+        "node": "pve2",
+        "type": "lxc",
+        "name": "sglang-200",
+        "status": "running",
+    }
     assert mod.decide(STATUS, RESOURCES, 201, "pve1", "x")["guest"]["status"] == "unknown"
 
 
@@ -71,8 +80,10 @@ def test_node_defaults_to_the_answering_member_and_a_stranger_is_no_member():
 
 
 def test_vmids_as_strings_and_other_resource_types_are_read():
-    resources = [{"id": "node/pve1", "type": "node", "node": "pve1"}, {"id": "lxc/200", "vmid": "200", "node": "pve2",
-                 "type": "lxc", "status": "stopped"}]  # fmt: skip
+    resources = [
+        {"id": "node/pve1", "type": "node", "node": "pve1"},
+        {"id": "lxc/200", "vmid": "200", "node": "pve2", "type": "lxc", "status": "stopped"},
+    ]
     assert mod.find_guest(resources, 200)["node"] == "pve2"
 
 
@@ -118,8 +129,15 @@ class FakeAPI:
         return answer
 
 
-ARGS = {"api_host": "pve1.example.com", "api_user": "ansible@pve", "api_token_id": "audit",
-        "api_token_secret": "s3cret", "vmid": 200, "node": "pve1", "hostname": "sglang-200"}  # fmt: skip
+ARGS = {
+    "api_host": "pve1.example.com",
+    "api_user": "ansible@pve",
+    "api_token_id": "audit",
+    "api_token_secret": "s3cret",
+    "vmid": 200,
+    "node": "pve1",
+    "hostname": "sglang-200",
+}
 
 
 @pytest.fixture
@@ -145,11 +163,21 @@ def test_it_reads_the_two_paths_with_the_token(api):
     assert kind is Exit and not result["changed"]
     assert result["placement"] == "migrated" and result["guest"]["node"] == "pve2"
     assert api.calls == [
-        ("init", "pve1.example.com", {"port": 8006, "user": "ansible@pve", "token_name": "audit",
-                                      "token_value": "s3cret", "timeout": 10, "verify_ssl": CA}),
+        (
+            "init",
+            "pve1.example.com",
+            {
+                "port": 8006,
+                "user": "ansible@pve",
+                "token_name": "audit",
+                "token_value": "s3cret",
+                "timeout": 10,
+                "verify_ssl": CA,
+            },
+        ),
         ("get", "/cluster/status", {}),
         ("get", "/cluster/resources", {"type": "vm"}),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize(("validate", "verify"), [(True, True), (False, False)])

@@ -160,9 +160,11 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
         return type("P", (), {"stdout": out, "returncode": 0})()
 
     monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
-    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
-                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
-                 {"name": "sglang@4", "url": closed_port_url(), "unit": "sglang@4.service"}]  # fmt: skip
+    instances = [
+        {"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+        {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
+        {"name": "sglang@4", "url": closed_port_url(), "unit": "sglang@4.service"},
+    ]
     started = time.monotonic()
     ok, result = run(module_exits, instances, deadline=60)
     assert time.monotonic() - started < 5
@@ -176,8 +178,9 @@ def test_an_instance_systemd_gave_up_on_is_not_waited_for(module_exits, servers,
 
 
 @pytest.mark.parametrize(("system", "shutting_down"), [("stopping", True), ("running", False), ("degraded", False)])
-def test_servers_stopped_by_a_shutdown_are_named_as_such_not_as_crashed(module_exits, servers, monkeypatch, system,
-                                                                        shutting_down):  # fmt: skip
+def test_servers_stopped_by_a_shutdown_are_named_as_such_not_as_crashed(
+    module_exits, servers, monkeypatch, system, shutting_down
+):
     fakes = servers(1)
     fakes[0].state = "ready"
 
@@ -186,8 +189,10 @@ def test_servers_stopped_by_a_shutdown_are_named_as_such_not_as_crashed(module_e
         return type("P", (), {"stdout": out, "returncode": 0})()
 
     monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
-    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
-                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
+    instances = [
+        {"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+        {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
+    ]
     ok, result = run(module_exits, instances, deadline=60)
     assert not ok
     assert result["msg"].startswith("the container is shutting down") is shutting_down, result["msg"]
@@ -234,8 +239,10 @@ def test_an_instance_that_crashes_at_every_start_is_named_without_waiting_for_th
         return type("P", (), {"stdout": "Scheduler hit an exception\n", "returncode": 0})()
 
     monkeypatch.setattr(sglang_health, "command", lambda argv: fake_run(argv).stdout)
-    instances = [{"name": "sglang@0", "url": fake.url, "unit": "sglang@0.service"},
-                 {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"}]  # fmt: skip
+    instances = [
+        {"name": "sglang@0", "url": fake.url, "unit": "sglang@0.service"},
+        {"name": "sglang@3", "url": closed_port_url(), "unit": "sglang@3.service"},
+    ]
     started = time.monotonic()
     ok, result = run(module_exits, instances, deadline=60, interval=0.05)
     assert time.monotonic() - started < 5
@@ -258,8 +265,11 @@ def test_a_slice_ends_with_a_progress_line_and_the_next_resumes_without_chatting
     given the slice's resume, polls only the servers not ready yet and chats only with those."""
     fakes = servers(2)
     fakes[0].state = "ready"
-    instances = [{"name": "sglang@0", "url": fakes[0].url}, {"name": "sglang@1", "url": fakes[1].url},
-                 {"name": "sglang@2", "url": closed_port_url()}]  # fmt: skip
+    instances = [
+        {"name": "sglang@0", "url": fakes[0].url},
+        {"name": "sglang@1", "url": fakes[1].url},
+        {"name": "sglang@2", "url": closed_port_url()},
+    ]
     started = time.monotonic()
     ok, first = run(module_exits, instances, deadline=60, slice=0.5, chat="m")
     assert ok and not first["done"] and not first["healthy"]
@@ -284,8 +294,10 @@ def test_a_slice_names_the_jit_builds_the_servers_not_ready_run_and_how_long(mod
     builds = {"sglang@1.service": [("gpulxc_standin_decode", 130.4)], "sglang@0.service": [("done_op", 5.0)]}
     monkeypatch.setattr(sglang_health, "running_builds", lambda: builds)
     monkeypatch.setattr(sglang_health, "command", lambda argv: "ActiveState=active\nNRestarts=0\n")
-    instances = [{"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
-                 {"name": "sglang@1", "url": closed_port_url(), "unit": "sglang@1.service"}]  # fmt: skip
+    instances = [
+        {"name": "sglang@0", "url": fakes[0].url, "unit": "sglang@0.service"},
+        {"name": "sglang@1", "url": closed_port_url(), "unit": "sglang@1.service"},
+    ]
     ok, result = run(module_exits, instances, deadline=60, slice=0.3)
     assert ok and not result["done"], result
     assert result["progress"].endswith("(waiting for sglang@1; sglang@1: JIT build gpulxc_standin_decode 2m10s)")
@@ -313,8 +325,13 @@ def test_restarts_are_counted_from_the_first_slice(module_exits, servers, monkey
     """A unit that restarted twice since the wait began crashes at every start, though each slice saw one."""
     monkeypatch.setattr(sglang_health, "command", lambda argv: "ActiveState=activating\nNRestarts=2\n")
     resume = {"started": time.time(), "baseline": {"sglang@0.service": 0}, "finished": []}
-    ok, result = run(module_exits, [{"name": "sglang@0", "url": closed_port_url(), "unit": "sglang@0.service"}],
-                     deadline=60, slice=20, resume=resume)  # fmt: skip
+    ok, result = run(
+        module_exits,
+        [{"name": "sglang@0", "url": closed_port_url(), "unit": "sglang@0.service"}],
+        deadline=60,
+        slice=20,
+        resume=resume,
+    )
     assert not ok and "restarted 2 times while waited for" in result["msg"]
 
 

@@ -25,8 +25,10 @@ class FakeSmg:
     """Workers {url: {id, status, load, is_healthy}}; `settle` s of draining, `detect` s of pending."""
 
     def __init__(self, urls, settle=0.3, detect=0.3):
-        self.workers = {url: {"id": f"id-{n}", "url": url, "status": "ready", "load": 0, "is_healthy": True}
-                        for n, url in enumerate(urls)}  # fmt: skip
+        self.workers = {
+            url: {"id": f"id-{n}", "url": url, "status": "ready", "load": 0, "is_healthy": True}
+            for n, url in enumerate(urls)
+        }
         self.settle, self.detect, self.calls, self.lock = settle, detect, [], threading.Lock()
         self.posted = []
         fake = self
@@ -133,8 +135,14 @@ def test_drained_gives_up_after_its_timeout_with_a_warning(module_exits, smg, tm
 
 def test_drained_in_check_mode_only_reports(module_exits, smg, tmp_path):
     url = "http://127.0.0.1:1/"
-    ok, result = run(module_exits, urls=[url], state="drained", router_dir=smg.write_dir(tmp_path),
-                     _ansible_check_mode=True, _ansible_diff=True)  # fmt: skip
+    ok, result = run(
+        module_exits,
+        urls=[url],
+        state="drained",
+        router_dir=smg.write_dir(tmp_path),
+        _ansible_check_mode=True,
+        _ansible_diff=True,
+    )
     assert ok and result["changed"] is True
     assert [call[0] for call in smg.calls] == ["GET"] and smg.workers[url]["status"] == "ready"
     assert result["diff"]["before"] == f"{url} ready\n" and result["diff"]["after"] == f"{url} draining\n"
@@ -143,8 +151,9 @@ def test_drained_in_check_mode_only_reports(module_exits, smg, tmp_path):
 def test_admitted_registers_a_missing_worker_and_waits_until_ready(module_exits, smg, tmp_path):
     url = "http://127.0.0.1:1/"
     del smg.workers[url]
-    ok, result = run(module_exits, urls=[url, "http://127.0.0.1:2/"], state="admitted",
-                     router_dir=smg.write_dir(tmp_path))  # fmt: skip
+    ok, result = run(
+        module_exits, urls=[url, "http://127.0.0.1:2/"], state="admitted", router_dir=smg.write_dir(tmp_path)
+    )
     assert ok and result["changed"] is True
     assert result["workers"] == {url: "ready", "http://127.0.0.1:2/": "ready"}
     assert [call[:2] for call in smg.calls].count(("POST", "/workers")) == 1
@@ -166,8 +175,9 @@ def test_admitted_hands_the_key_the_servers_role_passes_before_the_router_knows_
     url = "http://127.0.0.1:1/"
     del smg.workers[url]
     (tmp_path / "gateway-key").write_text("the-old-key\n")
-    ok, result = run(module_exits, urls=[url], state="admitted", router_dir=smg.write_dir(tmp_path),
-                     worker_key="new-servers-key")  # fmt: skip
+    ok, result = run(
+        module_exits, urls=[url], state="admitted", router_dir=smg.write_dir(tmp_path), worker_key="new-servers-key"
+    )
     assert ok and result["changed"] is True
     assert smg.posted == [{"url": url, "api_key": "new-servers-key"}]
     assert "new-servers-key" not in json.dumps(result)
@@ -209,9 +219,11 @@ def test_a_router_that_does_not_answer_changes_nothing(module_exits, smg, tmp_pa
 
 def test_the_router_address_and_key_from_the_role_files(tmp_path):
     (tmp_path / "control-plane-key").write_text("# a comment\n\nsecret\n")
-    for args, url in [(["--host", "0.0.0.0", "--port", "8000"], "http://127.0.0.1:8000"),
-                      (["--host=::", "--port=8001"], "http://[::1]:8001"),
-                      (["--host", "10.0.0.5"], "http://10.0.0.5:30000")]:  # fmt: skip
+    for args, url in [
+        (["--host", "0.0.0.0", "--port", "8000"], "http://127.0.0.1:8000"),
+        (["--host=::", "--port=8001"], "http://[::1]:8001"),
+        (["--host", "10.0.0.5"], "http://10.0.0.5:30000"),
+    ]:
         (tmp_path / "router-args.json").write_text(json.dumps(args))
         router = _smg.Router.from_dir(str(tmp_path))
         assert (router.url, router.key) == (url, "secret")
@@ -245,9 +257,13 @@ def test_in_flight_reads_the_live_v1_loads_before_the_lagging_metrics(loads_stat
     up to 30 s once idle - on the H200 a drain waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b).
     A server that wants a key for /v1/loads (401) or lacks it (404) is read from /metrics; any other error
     says nothing."""
-    loads = {"timestamp": "2026-12-02T01:10:00+00:00", "version": "0.5.12", "dp_rank_count": 1,
-             "loads": [{"num_running_reqs": 0, "num_waiting_reqs": 0, "num_total_reqs": 0}],
-             "aggregate": {"total_running_reqs": 0, "total_waiting_reqs": 0, "total_reqs": 0}}  # fmt: skip
+    loads = {
+        "timestamp": "2026-12-02T01:10:00+00:00",
+        "version": "0.5.12",
+        "dp_rank_count": 1,
+        "loads": [{"num_running_reqs": 0, "num_waiting_reqs": 0, "num_total_reqs": 0}],
+        "aggregate": {"total_running_reqs": 0, "total_waiting_reqs": 0, "total_reqs": 0},
+    }
 
     class Server(BaseHTTPRequestHandler):
         def log_message(self, *args):

@@ -25,8 +25,14 @@ def dist(venv, name, version, python="python3.11"):
 def container(tmp_path):
     """A converged container: both venvs, instance configurations 0 and 1, a keyed router on loopback."""
     venv, router_venv, config, router = (tmp_path / p for p in ("venv", "smg-venv", "sglang", "smg"))
-    installed = [("sglang", "0.5.12"), ("torch", "2.11.0"), ("flashinfer_python", "0.6.11.post1"),
-                 ("sglang-kernel", "0.4.2.post2"), ("nvidia-cuda-nvcc", "13.2.78"), ("numpy", "2.3.0")]  # fmt: skip
+    installed = [
+        ("sglang", "0.5.12"),
+        ("torch", "2.11.0"),
+        ("flashinfer_python", "0.6.11.post1"),
+        ("sglang-kernel", "0.4.2.post2"),
+        ("nvidia-cuda-nvcc", "13.2.78"),
+        ("numpy", "2.3.0"),
+    ]
     for name, version in installed:
         dist(venv, name, version)
     dist(router_venv, "smg", "1.13.0")
@@ -62,20 +68,31 @@ def test_a_converged_container(container, module_exits, monkeypatch):
     result, calls = run(container, monkeypatch)
     assert result["changed"] is False
     assert result["versions"] == {
-        "sglang": "0.5.12", "torch": "2.11.0", "flashinfer-python": "0.6.11.post1", "sglang-kernel": "0.4.2.post2",
-        "nvidia-cuda-nvcc": "13.2.78", "smg": "1.13.0",
-    }  # fmt: skip
+        "sglang": "0.5.12",
+        "torch": "2.11.0",
+        "flashinfer-python": "0.6.11.post1",
+        "sglang-kernel": "0.4.2.post2",
+        "nvidia-cuda-nvcc": "13.2.78",
+        "smg": "1.13.0",
+    }
     assert result["stack"] == (
         "sglang 0.5.12, torch 2.11.0, flashinfer-python 0.6.11.post1, sglang-kernel 0.4.2.post2,"
         " nvidia-cuda-nvcc 13.2.78, smg 1.13.0"
     )
     assert result["model"] == "Qwen3.6-27B"  # instance 0's, not instance 1's
     assert result["config"] == container["config_dir"] + "/instance-0.yaml"
-    assert result["router"] == {"url": "http://127.0.0.1:8990", "keyed": True, "host": "127.0.0.1", "metrics": None,
-                                "tls": None}  # fmt: skip
+    assert result["router"] == {
+        "url": "http://127.0.0.1:8990",
+        "keyed": True,
+        "host": "127.0.0.1",
+        "metrics": None,
+        "tls": None,
+    }
     # instance 0 names no host: sglang's default; instance 1 binds every address with a key, which is never returned
-    assert result["servers"] == [{"instance": 0, "host": "127.0.0.1", "port": 30000, "keyed": False},
-                                 {"instance": 1, "host": "0.0.0.0", "port": 30001, "keyed": True}]  # fmt: skip
+    assert result["servers"] == [
+        {"instance": 0, "host": "127.0.0.1", "port": 30000, "keyed": False},
+        {"instance": 1, "host": "0.0.0.0", "port": 30001, "keyed": True},
+    ]
     assert "never-shown" not in json.dumps(result)
     assert calls == []  # a router on loopback needs no address lookup
 
@@ -101,8 +118,9 @@ def test_model_path_without_a_served_name_and_the_lowest_instance(container, mod
 
 
 def test_no_router_and_no_configuration(container, module_exits, monkeypatch, tmp_path):
-    result, calls = run({**container, "router_dir": str(tmp_path / "absent"), "config_dir": str(tmp_path / "no")},
-                        monkeypatch)  # fmt: skip
+    result, calls = run(
+        {**container, "router_dir": str(tmp_path / "absent"), "config_dir": str(tmp_path / "no")}, monkeypatch
+    )
     assert result["router"] is None and calls == []
     assert result["model"] is None and result["config"] is None
     assert result["stack"].endswith("smg 1.13.0")  # the router's venv is read all the same
@@ -114,8 +132,13 @@ def test_a_router_on_every_address_is_reported_at_the_first_one_without_a_key(co
     (router / "router-args.json").write_text(json.dumps(args))
     (router / "tenant-api-keys").write_text("# tenant:key, one a line (gpulxc.sglang.sglang_router)\n")
     result, calls = run(container, monkeypatch)
-    assert result["router"] == {"url": "http://10.0.0.5:8000", "keyed": False, "host": "0.0.0.0",
-                                "metrics": {"host": "0.0.0.0", "port": 29000}, "tls": None}  # fmt: skip
+    assert result["router"] == {
+        "url": "http://10.0.0.5:8000",
+        "keyed": False,
+        "host": "0.0.0.0",
+        "metrics": {"host": "0.0.0.0", "port": 29000},
+        "tls": None,
+    }
     assert calls == [["/usr/bin/hostname", "-I"]]
 
 
@@ -125,22 +148,55 @@ def test_a_router_behind_its_front_is_reported_at_the_front_with_its_certificate
     (router / "router-args.json").write_text(json.dumps(args))
     (router / "front").mkdir()
     (router / "front/front.json").write_text(json.dumps({"host": "::", "port": 8000, "tls": True}))
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-days", "1", "-subj", "/CN=t", "-keyout", str(router / "front/tls.key"),
-                    "-out", str(router / "front/tls.crt")], check=True, capture_output=True)  # fmt: skip
-    printed = subprocess.run(["openssl", "x509", "-in", str(router / "front/tls.crt"), "-noout", "-fingerprint",
-                              "-sha256"], check=True, capture_output=True, text=True).stdout  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=t",
+            "-keyout",
+            str(router / "front/tls.key"),
+            "-out",
+            str(router / "front/tls.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    printed = subprocess.run(
+        ["openssl", "x509", "-in", str(router / "front/tls.crt"), "-noout", "-fingerprint", "-sha256"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     result, calls = run(container, monkeypatch)
-    assert result["router"] == {"url": "https://10.0.0.5:8000", "keyed": True,
-                                "host": "::", "metrics": {"host": "127.0.0.1", "port": 29000},
-                                "tls": {"certificate": str(router / "front/tls.crt"),
-                                        "sha256": printed.strip().split("=", 1)[1]}}  # fmt: skip
+    assert result["router"] == {
+        "url": "https://10.0.0.5:8000",
+        "keyed": True,
+        "host": "::",
+        "metrics": {"host": "127.0.0.1", "port": 29000},
+        "tls": {"certificate": str(router / "front/tls.crt"), "sha256": printed.strip().split("=", 1)[1]},
+    }
     assert calls == [["/usr/bin/hostname", "-I"]]
 
 
 def test_empty_venvs(module_exits, monkeypatch, tmp_path):
-    result, _ = run({"venv": str(tmp_path / "a"), "router_venv": str(tmp_path / "b"),
-                     "config_dir": str(tmp_path), "router_dir": str(tmp_path)}, monkeypatch)  # fmt: skip
+    result, _ = run(
+        {
+            "venv": str(tmp_path / "a"),
+            "router_venv": str(tmp_path / "b"),
+            "config_dir": str(tmp_path),
+            "router_dir": str(tmp_path),
+        },
+        monkeypatch,
+    )
     assert result["versions"] == {} and result["stack"] == ""
 
 

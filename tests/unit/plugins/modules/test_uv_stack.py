@@ -60,10 +60,11 @@ def uv(tmp_path, monkeypatch, module_exits):
             lock = {**pins, "nvidia-cuda-runtime": runtime or "13.0.96", "filelock": "3.20.0"}
             hashes = "--generate-hashes" in args  # as uv writes them: the pin, then one line per file
             lines = "".join(
-                f"{name}=={version}" + (f" \\\n    --hash=sha256:{'ab' * 32}" if hashes else "")
+                f"{name}=={version}"
+                + (f" \\\n    --hash=sha256:{'ab' * 32}" if hashes else "")
                 + "\n    # via -r requirements.in\n"
                 for name, version in lock.items()
-            )  # fmt: skip
+            )
             Path(args[args.index("-o") + 1]).write_text(lines)
             return 0, "", ""
         if verb == "freeze":
@@ -340,11 +341,13 @@ def test_a_wheel_still_damaged_after_its_reinstall_fails_the_run_naming_it(uv):
     ("text", "expected"),
     [
         ("Flash_Attn.4==4.0.0b15\n", {"flash-attn-4": "4.0.0b15"}),
-        ("torch==2.11.0\n    # via sglang\n# comment==1\nsglang==0.5.12 ; python_version >= '3.10'\n",
-         {"torch": "2.11.0", "sglang": "0.5.12"}),
+        (
+            "torch==2.11.0\n    # via sglang\n# comment==1\nsglang==0.5.12 ; python_version >= '3.10'\n",
+            {"torch": "2.11.0", "sglang": "0.5.12"},
+        ),
         ("-e file:///x\nname @ https://x/y.whl\n", {}),
     ],
-)  # fmt: skip
+)
 def test_pins_reads_lock_and_freeze_lines(text, expected):
     assert _uv_stack.pins(text) == expected
 
@@ -377,8 +380,9 @@ def test_with_a_shared_cache_lock_the_resolve_and_install_wait_for_the_other_con
     other = os.open(lock, os.O_WRONLY | os.O_CREAT)
     fcntl.flock(other, fcntl.LOCK_EX)
     outcome = []
-    worker = threading.Thread(target=lambda: outcome.append(run(uv, requirements=PROFILE, cache_lock=str(lock))),
-                              daemon=True)  # fmt: skip
+    worker = threading.Thread(
+        target=lambda: outcome.append(run(uv, requirements=PROFILE, cache_lock=str(lock))), daemon=True
+    )
     worker.start()
     try:
         time.sleep(0.5)

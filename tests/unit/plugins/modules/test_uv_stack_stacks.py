@@ -36,8 +36,9 @@ def uv(tmp_path, monkeypatch, module_exits):
             requirements = args[args.index("--override") - 1]  # in a temporary directory, as uv_stack writes it
             pins = _uv_stack.pins(Path(requirements).read_text())
             # as uv 0.13.9 writes it: the pin, its hashes, then where it comes from (the input file's own path)
-            lines = "".join(f"{n}=={v} \\\n    --hash=sha256:{'ab' * 32}\n    # via -r {requirements}\n"
-                            for n, v in pins.items())  # fmt: skip
+            lines = "".join(
+                f"{n}=={v} \\\n    --hash=sha256:{'ab' * 32}\n    # via -r {requirements}\n" for n, v in pins.items()
+            )
             Path(args[args.index("-o") + 1]).write_text(lines)
             return 0, "", ""
         if verb == "venv":
@@ -68,8 +69,14 @@ def uv(tmp_path, monkeypatch, module_exits):
 
 
 def run(uv, version="0.5.12", *, check=False, diff=False, venv=None, stacks=None, keep=None):
-    args = {"venv": venv or str(uv["venv"]), "dir": str(uv["dir"]), "stacks_dir": stacks or str(uv["stacks"]),
-            "requirements": [f"sglang=={version}"], "_ansible_check_mode": check, "_ansible_diff": diff}  # fmt: skip
+    args = {
+        "venv": venv or str(uv["venv"]),
+        "dir": str(uv["dir"]),
+        "stacks_dir": stacks or str(uv["stacks"]),
+        "requirements": [f"sglang=={version}"],
+        "_ansible_check_mode": check,
+        "_ansible_diff": diff,
+    }
     if keep is not None:
         args["keep_stacks"] = keep
     with patch_module_args(args), pytest.raises((Exit, Fail)) as info:
@@ -281,8 +288,11 @@ def test_a_new_stack_failing_its_dependency_check_is_never_switched_to(uv):
     ok, result = run(uv, "0.5.13")
     assert not ok and "uv pip check" in result["msg"], result
     assert os.path.realpath(uv["venv"]) == first
-    assert not any((uv["stacks"] / name / ".gpulxc-stack-complete").exists()
-                   for name in os.listdir(uv["stacks"]) if str(uv["stacks"] / name) != first)  # fmt: skip
+    assert not any(
+        (uv["stacks"] / name / ".gpulxc-stack-complete").exists()
+        for name in os.listdir(uv["stacks"])
+        if str(uv["stacks"] / name) != first
+    )
 
 
 def test_the_link_is_replaced_in_one_rename_never_removed_first(uv, monkeypatch):

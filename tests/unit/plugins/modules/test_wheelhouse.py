@@ -56,11 +56,20 @@ UV_SHA = hashlib.sha256(UV_WHEEL).hexdigest()
 @pytest.fixture
 def index(tmp_path, monkeypatch, module_exits):
     """The stand-in index: {name: {version: wheel bytes}}, and what uv and pip were asked."""
-    fake = {"wheels": {"sglang": {"0.5.12": b"sglang 0.5.12", "0.5.11": b"sglang 0.5.11"},
-                       "torch": {"2.11.0": b"torch"}, "smg": {"1.13.0": b"smg"},
-                       "nvidia-cuda-runtime": {"13.2.75": b"runtime"}},
-            "calls": [], "pip_fails": False, "uv_bytes": UV_WHEEL, "requirements": {}, "pip_missing": False,
-            "uv_runs": True}  # fmt: skip
+    fake = {
+        "wheels": {
+            "sglang": {"0.5.12": b"sglang 0.5.12", "0.5.11": b"sglang 0.5.11"},
+            "torch": {"2.11.0": b"torch"},
+            "smg": {"1.13.0": b"smg"},
+            "nvidia-cuda-runtime": {"13.2.75": b"runtime"},
+        },
+        "calls": [],
+        "pip_fails": False,
+        "uv_bytes": UV_WHEEL,
+        "requirements": {},
+        "pip_missing": False,
+        "uv_runs": True,
+    }
 
     def digest(data):
         return hashlib.sha256(data).hexdigest()
@@ -82,10 +91,13 @@ def index(tmp_path, monkeypatch, module_exits):
                 **_uv_stack.pins(requirements),
                 **_uv_stack.pins(Path(args[args.index("--override") + 1]).read_text()),
             }
-            lines = "".join(f"{n}=={v} \\\n    --hash=sha256:{digest(fake['wheels'][n][v])}\n    # via -r x\n"
-                            for n, v in sorted(pins.items()))  # fmt: skip
-            lines += "".join(f"{line} \\\n    --hash=sha256:{'b' * 64}\n" for line in requirements.splitlines()
-                             if " @ " in line)  # fmt: skip
+            lines = "".join(
+                f"{n}=={v} \\\n    --hash=sha256:{digest(fake['wheels'][n][v])}\n    # via -r x\n"
+                for n, v in sorted(pins.items())
+            )
+            lines += "".join(
+                f"{line} \\\n    --hash=sha256:{'b' * 64}\n" for line in requirements.splitlines() if " @ " in line
+            )
             Path(args[args.index("-o") + 1]).write_text(lines)
             return 0, "", ""
         if args[1:4] == ["-m", "pip", "download"]:
@@ -112,16 +124,29 @@ def index(tmp_path, monkeypatch, module_exits):
     return fake
 
 
-STACK = [{"name": "stack", "requirements": ["sglang==0.5.12", "torch==2.11.0"], "label": "sglang_stack"},
-         {"name": "router", "requirements": ["smg==1.13.0"]},
-         {"name": "stack", "requirements": ["nvidia-cuda-runtime==13.2.75"],
-          "overrides": ["nvidia-cuda-runtime==13.2.75"], "label": "cuda_wheels"}]  # fmt: skip
+STACK = [
+    {"name": "stack", "requirements": ["sglang==0.5.12", "torch==2.11.0"], "label": "sglang_stack"},
+    {"name": "router", "requirements": ["smg==1.13.0"]},
+    {
+        "name": "stack",
+        "requirements": ["nvidia-cuda-runtime==13.2.75"],
+        "overrides": ["nvidia-cuda-runtime==13.2.75"],
+        "label": "cuda_wheels",
+    },
+]
 
 
 def run(index, check=False, diff=False, **args):
-    args = {"dest": str(index["dest"]), "python_version": "3.11", "platform": "x86_64-manylinux_2_36",
-            "index_url": "http://index.invalid/simple", "uv_wheel_url": UV_URL, "uv_wheel_sha256": UV_SHA,
-            "locks": STACK, **args}  # fmt: skip
+    args = {
+        "dest": str(index["dest"]),
+        "python_version": "3.11",
+        "platform": "x86_64-manylinux_2_36",
+        "index_url": "http://index.invalid/simple",
+        "uv_wheel_url": UV_URL,
+        "uv_wheel_sha256": UV_SHA,
+        "locks": STACK,
+        **args,
+    }
     if check:
         args["_ansible_check_mode"] = True
     if diff:
@@ -142,10 +167,19 @@ def test_a_first_build_fills_the_wheelhouse_and_a_second_run_changes_nothing(ind
     assert result["resolved"] == ["stack", "router"]
     assert result["wheels"] == 5
     assert listing(index) == [
-        "SHA256SUMS", "nvidia_cuda_runtime-13.2.75-py3-none-any.whl", "router.in", "router.lock",
-        "router.overrides.txt", "sglang-0.5.12-py3-none-any.whl", "smg-1.13.0-py3-none-any.whl", "stack.in",
-        "stack.lock", "stack.overrides.txt", "torch-2.11.0-py3-none-any.whl", UV_URL.rsplit("/", 1)[1],
-    ]  # fmt: skip
+        "SHA256SUMS",
+        "nvidia_cuda_runtime-13.2.75-py3-none-any.whl",
+        "router.in",
+        "router.lock",
+        "router.overrides.txt",
+        "sglang-0.5.12-py3-none-any.whl",
+        "smg-1.13.0-py3-none-any.whl",
+        "stack.in",
+        "stack.lock",
+        "stack.overrides.txt",
+        "torch-2.11.0-py3-none-any.whl",
+        UV_URL.rsplit("/", 1)[1],
+    ]
     # both fragments of "stack" in one resolve, each under its label, for the target
     stack_in = (index["dest"] / "stack.in").read_text()
     assert stack_in.startswith(
@@ -196,8 +230,12 @@ def test_check_mode_says_what_it_would_do_and_changes_nothing(index):
     ok, result = run(index, check=True, diff=True)
     assert ok and result["changed"] and not index["dest"].exists()
     assert result["resolved"] == ["stack", "router"] and result["downloaded"] == [
-        UV_URL.rsplit("/", 1)[1], "nvidia-cuda-runtime==13.2.75", "sglang==0.5.12", "smg==1.13.0", "torch==2.11.0"
-    ]  # fmt: skip
+        UV_URL.rsplit("/", 1)[1],
+        "nvidia-cuda-runtime==13.2.75",
+        "sglang==0.5.12",
+        "smg==1.13.0",
+        "torch==2.11.0",
+    ]
     assert "sglang==0.5.12" in result["diff"]["after"]
     run(index)
     (index["dest"] / "smg-1.13.0-py3-none-any.whl").unlink()
@@ -336,16 +374,19 @@ def test_a_real_hashed_lock_is_read_with_every_hash_of_a_pin():
     assert os.path.basename(UV_URL) == "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
 
 
-@pytest.mark.parametrize(("wheel", "installs"), [
-    ("a-1-cp311-none-manylinux_2_17_x86_64.whl", True),  # CPython-specific, no ABI
-    ("a-1-py3-none-manylinux_2_17_x86_64.whl", True),
-    ("a-1-2-cp311-cp311-manylinux_2_28_x86_64.whl", True),  # a build tag
-    ("a-1-cp311-cp311-linux_x86_64.whl", False),  # not manylinux: built for one machine
-    ("a-1-cp311-cp311-musllinux_1_2_x86_64.whl", False),
-    ("a-1-pp310-pypy310_pp73-manylinux_2_17_x86_64.whl", False),
-    ("a-1-cp311-cp311-manylinux1_x86_64.whl", True),
-    ("not-a-wheel.tar.gz", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("wheel", "installs"),
+    [
+        ("a-1-cp311-none-manylinux_2_17_x86_64.whl", True),  # CPython-specific, no ABI
+        ("a-1-py3-none-manylinux_2_17_x86_64.whl", True),
+        ("a-1-2-cp311-cp311-manylinux_2_28_x86_64.whl", True),  # a build tag
+        ("a-1-cp311-cp311-linux_x86_64.whl", False),  # not manylinux: built for one machine
+        ("a-1-cp311-cp311-musllinux_1_2_x86_64.whl", False),
+        ("a-1-pp310-pypy310_pp73-manylinux_2_17_x86_64.whl", False),
+        ("a-1-cp311-cp311-manylinux1_x86_64.whl", True),
+        ("not-a-wheel.tar.gz", False),
+    ],
+)
 def test_a_wheel_is_for_the_target_as_packaging_tags_say(wheel, installs):
     assert _wheelhouse.compatible(wheel, "3.11", "x86_64-manylinux_2_36") is installs
 

@@ -37,8 +37,13 @@ REPO = Path(__file__).resolve().parents[4]
 def channel(tmp_path):
     """run(cmd, in_data=None, **start) through a channel at a fresh path; stops it afterwards."""
     path = str(tmp_path / "pct-test")
-    start = {"node_argv": list(pct_channel.CONTAINER_ARGV), "agent": pct_channel_agent.__file__,
-             "preload": True, "idle": 30, "timeout": 10}  # fmt: skip
+    start = {
+        "node_argv": list(pct_channel.CONTAINER_ARGV),
+        "agent": pct_channel_agent.__file__,
+        "preload": True,
+        "idle": 30,
+        "timeout": 10,
+    }
 
     def run(cmd, in_data=None, **overrides):
         return pct_channel.run(path, cmd, in_data, start={**start, **overrides})
@@ -134,12 +139,28 @@ def payloads(tmp_path_factory):
     )
     for name, module, args in modules:
         subprocess.run(
-            [str(REPO / ".venv/bin/ansible"), "localhost", "-c", "local", "-m", module, "-a", args,
-             "-e", f"ansible_python_interpreter={catcher}", "-e", "ansible_pipelining=true",
-             "-e", f"ansible_remote_tmp={work}/remote_tmp"],
-            capture_output=True, text=True, check=False, cwd=REPO,
+            [
+                str(REPO / ".venv/bin/ansible"),
+                "localhost",
+                "-c",
+                "local",
+                "-m",
+                module,
+                "-a",
+                args,
+                "-e",
+                f"ansible_python_interpreter={catcher}",
+                "-e",
+                "ansible_pipelining=true",
+                "-e",
+                f"ansible_remote_tmp={work}/remote_tmp",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPO,
             env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")),
-        )  # fmt: skip
+        )
         (found,) = set(work.glob("payload-*.py")) - set(caught.values())
         caught[name] = found
     result = {name: path.read_bytes() for name, path in caught.items()}

@@ -19,17 +19,38 @@ PASSWORD = "gpulxc-unit-test"
 # label: plain text (refused) or not (accepted)
 EXPECTED = {
     # written as it is in an inventory, a vars file, a playbook, or on the command line
-    "yaml_inventory_host": True, "yaml_inventory_group": True, "ini_inventory_host": True,
-    "ini_inventory_group": True, "group_vars_file": True, "host_vars_file": True, "play_vars": True,
-    "vars_file": True, "include_vars": True, "unsafe_literal": True, "number_literal": True,
-    "through_a_variable": True, "block_literal": True, "set_fact_literal": True, "set_fact_of_plain": True,
-    "cli_key_value": True, "cli_json": True,
+    "yaml_inventory_host": True,
+    "yaml_inventory_group": True,
+    "ini_inventory_host": True,
+    "ini_inventory_group": True,
+    "group_vars_file": True,
+    "host_vars_file": True,
+    "play_vars": True,
+    "vars_file": True,
+    "include_vars": True,
+    "unsafe_literal": True,
+    "number_literal": True,
+    "through_a_variable": True,
+    "block_literal": True,
+    "set_fact_literal": True,
+    "set_fact_of_plain": True,
+    "cli_key_value": True,
+    "cli_json": True,
     # kept where secrets are kept
-    "inline_vault": False, "vault_file": False, "vault_extra_vars_file": False, "through_a_vaulted_variable": False,
-    "extra_vars_yaml": False, "extra_vars_json": False, "awx_extravars": False, "env_lookup": False,
-    "file_lookup": False, "pipe_lookup": False, "block_lookup": False, "set_fact_of_lookup": False,
+    "inline_vault": False,
+    "vault_file": False,
+    "vault_extra_vars_file": False,
+    "through_a_vaulted_variable": False,
+    "extra_vars_yaml": False,
+    "extra_vars_json": False,
+    "awx_extravars": False,
+    "env_lookup": False,
+    "file_lookup": False,
+    "pipe_lookup": False,
+    "block_lookup": False,
+    "set_fact_of_lookup": False,
     "module_result": False,
-}  # fmt: skip
+}
 
 
 def vault(text):
@@ -111,11 +132,34 @@ all:
 """)
     env = dict(os.environ, GPULXC_UNIT_KEY="from-the-environment", ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     proc = subprocess.run(
-        [str(REPO / ".venv/bin/ansible-playbook"), "play.yml", "-i", "inventory/hosts.yml", "-i", "inventory/hosts.ini",
-         "--vault-password-file", "pass", "-e", "cli_key_value=typed-in", "-e", '{"cli_json": "typed-in"}',
-         "-e", "@extra.yml", "-e", "@extra.json", "-e", "@extra-vault.yml", "-e", f"@{root}/env/extravars"],
-        cwd=root, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            str(REPO / ".venv/bin/ansible-playbook"),
+            "play.yml",
+            "-i",
+            "inventory/hosts.yml",
+            "-i",
+            "inventory/hosts.ini",
+            "--vault-password-file",
+            "pass",
+            "-e",
+            "cli_key_value=typed-in",
+            "-e",
+            '{"cli_json": "typed-in"}',
+            "-e",
+            "@extra.yml",
+            "-e",
+            "@extra.json",
+            "-e",
+            "@extra-vault.yml",
+            "-e",
+            f"@{root}/env/extravars",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((root / "verdicts.json").read_text())
 

@@ -466,7 +466,7 @@ FIXES_0_5_23 = [
     # (The host compiler and Python headers jit_toolchain installs with it are still needed.)
     ("4 ninja-build", "dpkg -r ninja-build >/dev/null", "serve", None),
     # 5: not needed. libnvrtc.so.13 is loaded with torch's CUDA libraries from the venv's nvidia/cu13/lib (the
-    # H200 served 0.5.12 without LD_LIBRARY_PATH: tests/gpu/runs/2026-12-02-c); the stand-in models that.
+    # H200 served 0.5.12 without LD_LIBRARY_PATH: evidence/gpu/runs/2026-12-02-c); the stand-in models that.
     (
         "5 LD_LIBRARY_PATH",
         "sed -i 's#^LD_LIBRARY_PATH=.*#LD_LIBRARY_PATH=/nowhere#' /etc/sglang/cuda.env",

@@ -282,7 +282,7 @@ def smg_workers(inventory, **args):
 def test_a_drain_right_after_a_request_reads_the_live_load_and_waits_for_nothing(inventory):
     """The drain asks each server GET /v1/loads (live) before /metrics: sglang 0.5.12's gauges keep their last
     logged value for 30 s once idle (the stand-in logs as the real scheduler does), and on the H200 a drain
-    reading them waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b)."""
+    reading them waited 30.8 s for an idle server (evidence/gpu/runs/2026-12-02-b)."""
     url = "http://127.0.0.1:34006"
     body = json.dumps({"model": "stand-in", "max_tokens": 100, "messages": [{"role": "user", "content": "x"}]})
     req = urllib.request.Request(

@@ -241,7 +241,7 @@ def crash(message):
     """An exception in a scheduler, ended as sglang 0.5.12 ends it: the scheduler logs it and SIGQUITs the main
     process (managers/scheduler.py:4043-4046), whose handler kills the tree, itself included, with SIGKILL
     (entrypoints/engine.py:1284-1290): the unit sees status=9/KILL, which SuccessExitStatus counts as clean (the
-    H200's run C: tests/gpu/runs/2026-12-02-c)."""
+    H200's run C: evidence/gpu/runs/2026-12-02-c)."""
     print(f"Scheduler hit an exception: Traceback (most recent call last):\n{message}", file=sys.stderr, flush=True)
     print("Received sigquit from a child process. It usually means the child failed.", file=sys.stderr, flush=True)
     kill_process_tree()
@@ -259,7 +259,7 @@ def find_cuda_home():
     """sgl-deep-gemm 0.1.0's _find_cuda_home (deep_gemm/__init__.py:26-38) and FlashInfer 0.6.11's get_cuda_path
     (flashinfer/jit/cpp_ext.py:48-64): CUDA_HOME, else CUDA_PATH, else two levels above `which nvcc`, else
     /usr/local/cuda where it exists; None otherwise. On the H200 a unit without CUDA_HOME and CUDA_PATH but the
-    toolkit's bin on PATH served (tests/gpu/runs/2026-12-02-c)."""
+    toolkit's bin on PATH served (evidence/gpu/runs/2026-12-02-c)."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home is None:
         nvcc = shutil.which("nvcc")
@@ -272,7 +272,7 @@ def find_cuda_home():
 def load_nvrtc():
     """sgl_kernel's common_ops is NEEDED on libnvrtc.so.13 with no RUNPATH: through LD_LIBRARY_PATH, or already
     loaded with torch's CUDA libraries from the venv's nvidia/cu13/lib (torch is imported first); on the H200 a
-    unit without LD_LIBRARY_PATH served (tests/gpu/runs/2026-12-02-c)."""
+    unit without LD_LIBRARY_PATH served (evidence/gpu/runs/2026-12-02-c)."""
     try:
         ctypes.CDLL("libnvrtc.so.13")
         return

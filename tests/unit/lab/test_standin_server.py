@@ -178,7 +178,7 @@ def test_a_config_file_gives_flags_and_the_command_line_wins(tmp_path):
 def test_it_demands_a_cuda_home_nvrtc_and_its_gpu_node_as_the_real_one(monkeypatch, tmp_path, capsys):
     """deep_gemm's _find_cuda_home and FlashInfer's get_cuda_path: CUDA_HOME, CUDA_PATH, `which nvcc`, /usr/local/cuda;
     libnvrtc.so.13 through the loader or torch's nvidia/cu13/lib. On the H200 units without CUDA_HOME (the
-    toolkit's bin on PATH) and without LD_LIBRARY_PATH served (tests/gpu/runs/2026-12-02-c)."""
+    toolkit's bin on PATH) and without LD_LIBRARY_PATH served (evidence/gpu/runs/2026-12-02-c)."""
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
@@ -439,7 +439,7 @@ def test_sigterm_drains_serving_and_taking_requests_and_exits_once_idle(capsys):
 
 
 def test_its_load_gauges_are_named_and_labelled_as_the_real_servers(monkeypatch):
-    """The gauges the drain reads, against /metrics of a real sglang 0.5.12 on the H200 (tests/gpu/runs)."""
+    """The gauges the drain reads, against /metrics of a real sglang 0.5.12 on the H200 (evidence/gpu/runs)."""
     real = (REPO / "tests/unit/fixtures/sglang/metrics-0.5.12-h200.txt").read_text()
     state = server.State()
     state.args = server.build_parser().parse_args([*REFERENCE_FLAGS[:-4], "--served-model-name", "qwen3next-tiny"])
@@ -554,7 +554,7 @@ def test_a_config_file_that_is_not_yaml_or_missing_is_refused_as_0_5_12_does(tmp
 def test_a_crash_ends_as_the_real_servers_by_sigkill():
     """sglang 0.5.12: a scheduler's exception SIGQUITs the main process, which SIGKILLs its tree and itself; on the
     H200 every such failure (ninja missing, -lcudart not found, nv/target missing) ended with status 9/KILL
-    (tests/gpu/runs/2026-12-02-c)."""
+    (evidence/gpu/runs/2026-12-02-c)."""
     code = f"import runpy; s = runpy.run_path({str(SOURCE)!r}); s['crash']('RuntimeError: x')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=30)
     assert proc.returncode == -signal.SIGKILL

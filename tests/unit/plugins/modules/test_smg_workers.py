@@ -254,7 +254,7 @@ def test_in_flight_counts_running_and_queued_from_metrics(monkeypatch):
 @pytest.mark.parametrize(("loads_status", "expected"), [(200, 0), (401, 1), (404, 1), (500, None)])
 def test_in_flight_reads_the_live_v1_loads_before_the_lagging_metrics(loads_status, expected):
     """sglang 0.5.12: /v1/loads asks the scheduler (v1_loads.py:135-187); /metrics keeps the last busy value for
-    up to 30 s once idle - on the H200 a drain waited 30.8 s for an idle server (tests/gpu/runs/2026-12-02-b).
+    up to 30 s once idle - on the H200 a drain waited 30.8 s for an idle server (evidence/gpu/runs/2026-12-02-b).
     A server that wants a key for /v1/loads (401) or lacks it (404) is read from /metrics; any other error
     says nothing."""
     loads = {

@@ -10,6 +10,10 @@ the instances' time to all healthy on a cold JIT cache (instance 0 alone, then t
 load/warm-up delays, as in the services suite), and the JIT builds when all 8 start at the same moment on
 an empty cache (the stand-in logs each build it starts).
 Usage, as root with the lab built (`make lab`): .venv/bin/python tools/benchmark_site.py
+`--against CHECKOUT`: instead, after the converge, no-op re-runs of this checkout's site.yml and of CHECKOUT's (another
+commit of the collection, with its collection path: a worktree), interleaved, then this checkout's over the stock
+connection: what a change of the roles costs the no-op re-run, and this checkout's ratio to the stock connection.
+Each checkout rewrites what the other publishes in another shape (a local fact), so their runs may each change a task.
 `--preload N`: instead, after the converge, N no-op re-runs with the channel's preload on and N with it off
 (`proxmox_pct_channel_preload=false`), interleaved so that a change of the machine's load hits both alike:
 the preload's gain on its own, at site.yml level (docs/connection.md).
@@ -53,8 +57,8 @@ def in_ct(script):
     return pct("exec", VMID, "--", "/bin/bash", "-c", script)
 
 
-def site(inventory, *args):
-    """(seconds, ok, changed) of one site.yml run; exits on failure."""
+def site(inventory, *args, checkout=REPO, environment=None, output=None):
+    """(seconds, ok, changed) of one site.yml run (of the collection in `checkout`); exits on failure."""
     started = time.monotonic()
     proc = subprocess.run(
         [
@@ -71,10 +75,17 @@ def site(inventory, *args):
         capture_output=True,
         text=True,
         check=False,
-        cwd=REPO,
-        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false"),
+        cwd=checkout,
+        env=dict(
+            os.environ,
+            ANSIBLE_CONFIG=str(Path(checkout) / "ansible.cfg"),
+            ANSIBLE_FORCE_COLOR="false",
+            **(environment or {}),
+        ),
     )
     took = time.monotonic() - started
+    if output is not None:
+        output.append(proc.stdout)
     recap = re.search(rf"{NAME}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout)
     if proc.returncode != 0 or not recap:
         sys.exit(f"site.yml failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
@@ -96,6 +107,49 @@ def start_times(since):
                 ready = stamp
         times[i] = (started, ready)
     return times
+
+
+def against_rows(inventory, other):
+    """Rows of no-op re-runs of this checkout and of `other`, interleaved, then this one over the stock connection."""
+    os.sync()
+    time.sleep(SETTLE_S)
+    runs = {"this": [], "other": [], "stock": []}
+    tasks = {}
+    for _ in range(PAIRS):
+        for name, extra, checkout in (("this", (), REPO), ("other", (), other)):
+            took, ok, changed = site(inventory, *extra, checkout=checkout)
+            runs[name].append(took)
+            tasks[name] = (ok, changed)
+    for _ in range(PAIRS):
+        took, ok, changed = site(inventory, *STOCK)
+        runs["stock"].append(took)
+        tasks["stock"] = (ok, changed)
+    mid = {name: sorted(times)[PAIRS // 2] for name, times in runs.items()}
+    label = {"this": f"this checkout ({REPO})", "other": f"{other}", "stock": "this checkout, stock connection"}
+    rows = [
+        (
+            f"no-op re-run, {label[name]}, median",
+            f"{mid[name]:.1f} s",
+            f"{tasks[name][0]} tasks, {tasks[name][1]} changed",
+            f"{mid[name] / tasks[name][0] * 1000:.0f} ms/task; runs: " + " ".join(f"{t:.1f}" for t in runs[name]),
+        )
+        for name in ("this", "other", "stock")
+    ]
+    pairs = " ".join(f"{a / b:.2f}" for a, b in zip(runs["this"], runs["other"], strict=True))
+    rows.append(("this / other, medians", f"{mid['this'] / mid['other']:.3f}", "", f"pairs: {pairs}"))
+    rows.append(("this / stock, medians", f"{mid['this'] / mid['stock']:.3f}", "", ""))
+    # where a no-op's time goes: ansible.posix.profile_tasks, one run of each checkout, its slowest tasks
+    for name, checkout in (("this", REPO), ("other", other)):
+        printed = []
+        site(
+            inventory,
+            checkout=checkout,
+            environment={"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"},
+            output=printed,
+        )
+        slowest = [line for line in printed[0].splitlines() if re.search(r" -+ \d+\.\d+s$", line)][:12]
+        print(f"--- profile_tasks, {label[name]}:\n" + "\n".join(slowest), flush=True)
+    return rows
 
 
 def noop_rows(inventory):
@@ -184,6 +238,10 @@ def main():
         rows = []
         took, ok, changed = site(inventory)
         rows.append(("fresh converge from an empty node", f"{took:.1f} s", f"{ok} tasks, {changed} changed", ""))
+        if "--against" in sys.argv:
+            rows += against_rows(inventory, Path(sys.argv[sys.argv.index("--against") + 1]).resolve())
+            pct("destroy", VMID, "--force", "1")
+            return print_rows(rows)
         if runs:
             rows += preload_rows(inventory, runs)
             pct("destroy", VMID, "--force", "1")

@@ -1,6 +1,6 @@
 """A container converged by the collection as it was before issue 50 (its roles' decisions in Jinja, the stack
 published twice and rolled back by another role) converges with today's in one run: no server, router or front
-restarted, only the published facts rewritten in their new shape; the run after it changes nothing."""
+restarted, only what the collection publishes or ships rewritten in its new shape; the run after it changes nothing."""
 
 import json
 import os
@@ -83,11 +83,16 @@ def test_todays_collection_restarts_nothing_on_a_container_the_last_one_built_th
     assert proc.returncode == 0, proc.stdout[-3000:]
     print(changed_tasks(proc))
     assert main_pids(VMID) == servers and router_pids() == router, changed_tasks(proc)
-    # what the first run rewrites: the stack object kept in its new shape (its CUDA wheels, flag names, the profile
-    # as chosen), nothing else
-    assert set(changed_tasks(proc)) == {"gpulxc.sglang.sglang_stack : Keep the stack object as a local fact"}, (
-        changed_tasks(proc)
-    )
+    # what the first run rewrites, and only that: the stack object kept in its new shape (its CUDA wheels, flag names,
+    # the profile as chosen); the stack's input files relabelled with the renamed CUDA settings (no resolve, no
+    # install: the lock is the same); the libcuda stub's generator, reformatted (one formatter for the tree)
+    assert set(changed_tasks(proc)) == {
+        "gpulxc.sglang.sglang_stack : Keep the stack object as a local fact",
+        "gpulxc.sglang.gpulxc : Collect the result of sglang_stack: keeping /opt/sglang/venv at"
+        " /etc/sglang/stack/stack.lock",
+        "gpulxc.sglang.cuda_surgery : Fix the CUDA layout (lib64, the unversioned library links, the libcuda stub)",
+    }, changed_tasks(proc)
+    assert "Resolved again" not in proc.stdout, proc.stdout[-3000:]
     now = json.loads(in_ct(VMID, "cat /etc/ansible/facts.d/gpulxc_stack.fact").stdout)
     assert {key: value for key, value in now.items() if key in json.loads(kept)} == json.loads(kept)
     assert now["profile_source"] == "sglang-0.5.12" and now["cuda"]["runtime"] == "13.2.75", now

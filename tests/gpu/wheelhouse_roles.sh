@@ -1,7 +1,7 @@
 #!/bin/bash
 # The last device call (carries the last part, right after the wheelhouse_part.sh calls, machine warm): the
 # wheelhouse checked against its SHA256SUMS, then the collection's playbooks/stack.yml with a local connection,
-# offline from it (uv_venv, cuda_wheels, sglang_stack, cuda_wheels' verify, cuda_surgery; jit_toolchain skipped:
+# offline from it (uv_venv, sglang_stack with its CUDA wheels' checks, cuda_surgery; jit_toolchain skipped:
 # apt, which the machine lacks, and its tools are here), twice; then, in the environment the roles wrote:
 # gpu_capability on real NVML and nvidia-smi, the validation binary, a FlashInfer decode kernel JIT-built against
 # a float64 torch reference, the same build without cuda_surgery's lib64 fix, and the roles repairing it.

@@ -63,7 +63,13 @@ def inventory(lab_ready, old_checkout, tmp_path_factory):
         "-l",
         NAME,
     ]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(old_checkout / "ansible.cfg"), ANSIBLE_FORCE_COLOR="false")
+    # its own collection path: tools/test gives the lab's pytests one (ANSIBLE_COLLECTIONS_PATH) naming today's
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(old_checkout / "ansible.cfg"),
+        ANSIBLE_FORCE_COLOR="false",
+        ANSIBLE_COLLECTIONS_PATH=str(old_checkout / ".ansible/collections"),
+    )
     old = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=old_checkout, env=env)
     assert old.returncode == 0, old.stdout[-3000:]
     yield path
@@ -78,6 +84,7 @@ def test_todays_collection_restarts_nothing_on_a_container_the_last_one_built_th
     servers, router = main_pids(VMID), router_pids()
     assert len(servers) == 8 and "0" not in servers and "0" not in router, (servers, router)
     kept = in_ct(VMID, "cat /etc/ansible/facts.d/gpulxc_stack.fact").stdout
+    assert "profile_source" not in json.loads(kept), kept  # the old collection made the container
 
     proc, changed = run_site(inventory, NAME)
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -12,6 +12,8 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.compat.version import LooseVersion
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils.jinja_values import jinja_float as _float
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils.jinja_values import jinja_int as _int
 from ansible_collections.gpulxc.sglang.plugins.filter.pct import pct_devices, pct_lxc_devices, pct_mounts, pct_settings
 from ansible_collections.gpulxc.sglang.plugins.plugin_utils.pve_rules import RULES, pve_errors
 
@@ -81,25 +83,6 @@ CAP_CALLS = (
 )
 # the nodes a GPU passed through is (a devN whose path is /dev/nvidiaN)
 GPU_DEVN = r"^(path=)?/dev/nvidia[0-9]+(,|$)"
-
-
-def _int(value):
-    """Jinja's int filter: the number, 0 where it is none."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError, OverflowError):
-            return 0
-
-
-def _float(value):
-    """Jinja's float filter: the number, 0.0 where it is none."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _bool(value):

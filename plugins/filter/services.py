@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils.jinja_values import jinja_float as _float
+from ansible_collections.gpulxc.sglang.plugins.plugin_utils.jinja_values import jinja_int as _int
 from ansible_collections.gpulxc.sglang.plugins.filter.net import loopback_host
 from ansible_collections.gpulxc.sglang.plugins.filter.server_config import server_config_errors
 from ansible_collections.gpulxc.sglang.plugins.test.bind_address import bind_address
@@ -62,25 +64,6 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 DROP_IN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DROP_IN_TEXT = re.compile(r"^\s*\[")
 WILDCARDS = ("0.0.0.0", "::")
-
-
-def _int(value):
-    """Jinja's int filter: the number, else 0."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return 0
-
-
-def _float(value):
-    """Jinja's float filter: the number, else 0.0."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _bool(value):
